@@ -1,0 +1,39 @@
+# Helpers shared by src/, tests/ and bench/.
+#
+# Every concern in src/<name>/ is one static library, magicpig_<name>, made of the .cpp files
+# in that folder. Files named *_avx2.cpp / *_avx512.cpp are compiled with the matching -m flags
+# only; everything else stays baseline x86-64 so the binary runs on any CPU.
+function(magicpig_module name)
+  cmake_parse_arguments(ARG "" "" "DEPS;LIBS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
+  add_library(magicpig_${name} STATIC ${srcs})
+  target_include_directories(magicpig_${name} PUBLIC ${PROJECT_SOURCE_DIR}/src)
+  target_link_libraries(magicpig_${name} PUBLIC ${ARG_DEPS} ${ARG_LIBS} OpenMP::OpenMP_CXX Threads::Threads)
+  foreach(f ${srcs})
+    if(f MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+    elseif(f MATCHES "_avx512\\.cpp$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx2;-mfma;-mf16c")
+    endif()
+  endforeach()
+endfunction()
+
+# One GoogleTest executable per test folder tests/<name>/, registered with CTest.
+function(magicpig_test name)
+  cmake_parse_arguments(ARG "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
+  if(NOT srcs)
+    return()
+  endif()
+  add_executable(test_${name} ${srcs})
+  target_link_libraries(test_${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_compile_definitions(test_${name} PRIVATE
+    MAGICPIG_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
+    MAGICPIG_BINARY_DIR="${PROJECT_BINARY_DIR}")
+  foreach(f ${srcs})
+    if(f MATCHES "_avx2\\.cpp$")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c")
+    endif()
+  endforeach()
+  gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name})
+endfunction()

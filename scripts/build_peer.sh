@@ -1,0 +1,108 @@
+#!/usr/bin/env bash
+# Build llama.cpp (our peer for cross-checks) OUTSIDE the source tree, then
+# build our own reference-dump tool (tools/peer/llama_dump.cpp) against it.
+#
+#   $CACHE/llama.cpp/build/bin/   llama.cpp binaries + shared libs
+#   $CACHE/bin/llama-dump         our dump tool (rpath -> the libs above)
+#
+# Idempotent: the llama.cpp build is skipped when its stamp (commit + cmake
+# options + targets) matches and the binaries exist; llama-dump is rebuilt only
+# when the sha256 of its source (or the llama.cpp stamp) changes.
+#
+# Env:
+#   MAGICPIG_CACHE       cache dir (default: $HOME/.cache/magicpig)
+#   MAGICPIG_PEER_JOBS   parallel compile jobs (default: 2)
+#   CXX                  compiler for llama-dump (default: g++)
+set -euo pipefail
+
+SCRIPT_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+REPO_ROOT="$(cd "$SCRIPT_DIR/.." && pwd)"
+CACHE="${MAGICPIG_CACHE:-$HOME/.cache/magicpig}"
+JOBS="${MAGICPIG_PEER_JOBS:-2}"
+CXX="${CXX:-g++}"
+SRC="$CACHE/llama.cpp"
+BUILD="$SRC/build"
+BIN="$CACHE/bin"
+DUMP_SRC="$REPO_ROOT/tools/peer/llama_dump.cpp"
+
+log() { echo "build_peer: $*"; }
+die() { echo "build_peer: ERROR: $*" >&2; exit 1; }
+
+for tool in cmake "$CXX" sha256sum git; do
+    command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
+done
+[ -f "$DUMP_SRC" ] || die "missing $DUMP_SRC"
+
+# 1. sources ------------------------------------------------------------------
+"$SCRIPT_DIR/fetch_peer.sh" || die "fetch_peer.sh failed"
+
+# 2. llama.cpp ----------------------------------------------------------------
+GENERATOR_ARGS=()
+if command -v ninja >/dev/null 2>&1; then GENERATOR_ARGS=(-G Ninja); fi
+
+CMAKE_OPTS=(
+    -DCMAKE_BUILD_TYPE=Release
+    -DGGML_NATIVE=ON
+    -DBUILD_SHARED_LIBS=ON
+    -DLLAMA_OPENSSL=OFF
+    -DLLAMA_BUILD_TESTS=ON
+    -DLLAMA_BUILD_TOOLS=ON
+    -DLLAMA_BUILD_EXAMPLES=ON
+    -DLLAMA_BUILD_SERVER=OFF
+    -DLLAMA_BUILD_APP=OFF
+    -DLLAMA_BUILD_UI=OFF
+)
+# llama: the library; test-tokenizer-0: runs the ggml-vocab-*.gguf.inp/.out vectors
+TARGETS=(llama llama-bench llama-tokenize llama-simple test-tokenizer-0)
+EXES=(llama-bench llama-tokenize llama-simple test-tokenizer-0)
+
+COMMIT="$(git -C "$SRC" rev-parse HEAD)"
+PEER_STAMP_VALUE="$(printf '%s\n' "$COMMIT" "${GENERATOR_ARGS[*]:-}" "${CMAKE_OPTS[*]}" "${TARGETS[*]}" | sha256sum | cut -d' ' -f1)"
+PEER_STAMP="$BUILD/.magicpig-build.stamp"
+
+peer_up_to_date() {
+    [ -f "$PEER_STAMP" ] && [ "$(cat "$PEER_STAMP")" = "$PEER_STAMP_VALUE" ] || return 1
+    local e
+    for e in "${EXES[@]}"; do [ -x "$BUILD/bin/$e" ] || return 1; done
+    [ -e "$BUILD/bin/libllama.so" ] || return 1
+}
+
+if peer_up_to_date; then
+    log "llama.cpp build up to date ($BUILD)"
+else
+    log "configuring llama.cpp ($COMMIT) in $BUILD"
+    t0=$(date +%s)
+    cmake -S "$SRC" -B "$BUILD" "${GENERATOR_ARGS[@]}" "${CMAKE_OPTS[@]}" >"$CACHE/llama.cpp-cmake.log" 2>&1 \
+        || { tail -n 40 "$CACHE/llama.cpp-cmake.log" >&2; die "cmake configure failed (log: $CACHE/llama.cpp-cmake.log)"; }
+    log "building targets: ${TARGETS[*]} (-j $JOBS; this takes ~10-15 min on 2 cores)"
+    cmake --build "$BUILD" --config Release -j "$JOBS" --target "${TARGETS[@]}" \
+        || die "llama.cpp build failed"
+    echo "$PEER_STAMP_VALUE" >"$PEER_STAMP"
+    log "llama.cpp built in $(( $(date +%s) - t0 )) s"
+fi
+
+# 3. our dump tool --------------------------------------------------------------
+mkdir -p "$BIN"
+DUMP_BIN="$BIN/llama-dump"
+DUMP_STAMP="$BIN/.llama-dump.stamp"
+DUMP_STAMP_VALUE="$( { sha256sum <"$DUMP_SRC"; echo "$PEER_STAMP_VALUE" "$CXX"; } | sha256sum | cut -d' ' -f1)"
+
+if [ -x "$DUMP_BIN" ] && [ -f "$DUMP_STAMP" ] && [ "$(cat "$DUMP_STAMP")" = "$DUMP_STAMP_VALUE" ]; then
+    log "llama-dump up to date"
+else
+    log "compiling $DUMP_SRC -> $DUMP_BIN"
+    rm -f "$DUMP_STAMP"
+    # shellcheck disable=SC2086
+    "$CXX" -std=c++17 -O2 -Wall -Wextra \
+        -I"$SRC/include" -I"$SRC/ggml/include" \
+        "$DUMP_SRC" -o "$DUMP_BIN.tmp" \
+        -L"$BUILD/bin" -Wl,-rpath,"$BUILD/bin" \
+        -lllama -lggml -lggml-base -lpthread \
+        || die "compiling llama-dump failed"
+    mv "$DUMP_BIN.tmp" "$DUMP_BIN"
+    echo "$DUMP_STAMP_VALUE" >"$DUMP_STAMP"
+fi
+
+log "binaries:"
+for e in "${EXES[@]}"; do echo "  $BUILD/bin/$e"; done
+echo "  $DUMP_BIN"

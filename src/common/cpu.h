@@ -1,0 +1,23 @@
+// Run-time CPU feature detection. Kernels are compiled for several ISAs and the fastest one
+// the CPU supports is chosen at run time; MAGICPIG_ISA=scalar|avx2|avx512 caps the choice
+// (tests use it to run every path).
+#pragma once
+#include <string_view>
+
+namespace mp {
+
+enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
+
+struct CpuFeatures {
+  bool avx2 = false, fma = false, f16c = false;
+  bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512bf16 = false;
+};
+
+CpuFeatures detect_cpu();
+// Highest ISA this CPU supports (AVX2 path needs avx2+fma+f16c; AVX-512 needs f/bw/vl/dq too).
+Isa best_isa();
+// best_isa() capped by the MAGICPIG_ISA environment variable, read once per call.
+Isa selected_isa();
+std::string_view isa_name(Isa isa);
+
+}  // namespace mp
