@@ -33,6 +33,7 @@ function(magicpig_test name)
   endif()
   add_executable(test_${name} ${srcs})
   target_link_libraries(test_${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main)
+  target_include_directories(test_${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests)
   target_compile_definitions(test_${name} PRIVATE
     MAGICPIG_SOURCE_DIR="${PROJECT_SOURCE_DIR}"
     MAGICPIG_BINARY_DIR="${PROJECT_BINARY_DIR}")

@@ -37,8 +37,8 @@ done
 "$SCRIPT_DIR/fetch_peer.sh" || die "fetch_peer.sh failed"
 
 # 2. llama.cpp ----------------------------------------------------------------
-GENERATOR_ARGS=()
-if command -v ninja >/dev/null 2>&1; then GENERATOR_ARGS=(-G Ninja); fi
+GENERATOR="Unix Makefiles"
+if command -v ninja >/dev/null 2>&1; then GENERATOR="Ninja"; fi
 
 CMAKE_OPTS=(
     -DCMAKE_BUILD_TYPE=Release
@@ -57,7 +57,7 @@ TARGETS=(llama llama-bench llama-tokenize llama-simple test-tokenizer-0)
 EXES=(llama-bench llama-tokenize llama-simple test-tokenizer-0)
 
 COMMIT="$(git -C "$SRC" rev-parse HEAD)"
-PEER_STAMP_VALUE="$(printf '%s\n' "$COMMIT" "${GENERATOR_ARGS[*]:-}" "${CMAKE_OPTS[*]}" "${TARGETS[*]}" | sha256sum | cut -d' ' -f1)"
+PEER_STAMP_VALUE="$(printf '%s\n' "$COMMIT" "$GENERATOR" "${CMAKE_OPTS[*]}" "${TARGETS[*]}" | sha256sum | cut -d' ' -f1)"
 PEER_STAMP="$BUILD/.magicpig-build.stamp"
 
 peer_up_to_date() {
@@ -71,8 +71,13 @@ if peer_up_to_date; then
     log "llama.cpp build up to date ($BUILD)"
 else
     log "configuring llama.cpp ($COMMIT) in $BUILD"
+    # a build dir configured with another generator cannot be reused
+    if [ -f "$BUILD/CMakeCache.txt" ] && ! grep -qx "CMAKE_GENERATOR:INTERNAL=$GENERATOR" "$BUILD/CMakeCache.txt"; then
+        log "generator changed, removing $BUILD/CMakeCache.txt"
+        rm -rf "$BUILD/CMakeCache.txt" "$BUILD/CMakeFiles"
+    fi
     t0=$(date +%s)
-    cmake -S "$SRC" -B "$BUILD" "${GENERATOR_ARGS[@]}" "${CMAKE_OPTS[@]}" >"$CACHE/llama.cpp-cmake.log" 2>&1 \
+    cmake -S "$SRC" -B "$BUILD" -G "$GENERATOR" "${CMAKE_OPTS[@]}" >"$CACHE/llama.cpp-cmake.log" 2>&1 \
         || { tail -n 40 "$CACHE/llama.cpp-cmake.log" >&2; die "cmake configure failed (log: $CACHE/llama.cpp-cmake.log)"; }
     log "building targets: ${TARGETS[*]} (-j $JOBS; this takes ~10-15 min on 2 cores)"
     cmake --build "$BUILD" --config Release -j "$JOBS" --target "${TARGETS[@]}" \
@@ -92,7 +97,6 @@ if [ -x "$DUMP_BIN" ] && [ -f "$DUMP_STAMP" ] && [ "$(cat "$DUMP_STAMP")" = "$DU
 else
     log "compiling $DUMP_SRC -> $DUMP_BIN"
     rm -f "$DUMP_STAMP"
-    # shellcheck disable=SC2086
     "$CXX" -std=c++17 -O2 -Wall -Wextra \
         -I"$SRC/include" -I"$SRC/ggml/include" \
         "$DUMP_SRC" -o "$DUMP_BIN.tmp" \

@@ -41,7 +41,7 @@ TMP="$(mktemp -d "${TMPDIR:-/tmp}/magicpig-fetch-peer.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
 
 log "downloading node-llama-cpp@$PKG_VERSION with 'npm pack' (no install scripts run)"
-( cd "$TMP" && npm pack --silent "node-llama-cpp@$PKG_VERSION" >npm-pack.log 2>&1 ) \
+( cd "$TMP" && npm pack "node-llama-cpp@$PKG_VERSION" >npm-pack.log 2>&1 ) \
     || { cat "$TMP/npm-pack.log" >&2 || true; die "npm pack node-llama-cpp@$PKG_VERSION failed (is the npm registry reachable?)"; }
 
 TGZ="$TMP/node-llama-cpp-$PKG_VERSION.tgz"
@@ -61,4 +61,6 @@ mv "$DEST.tmp.$$" "$DEST"
 REV="$(git -C "$DEST" describe --tags --always 2>/dev/null || git -C "$DEST" rev-parse --short HEAD)"
 log "done: llama.cpp ($REV) in $DEST"
 log "tokenizer test vectors:"
-ls -1 "$DEST"/models/ggml-vocab-llama-spm.gguf* "$DEST"/models/ggml-vocab-llama-bpe.gguf* 2>/dev/null | sed 's/^/  /'
+for f in "$DEST"/models/ggml-vocab-llama-spm.gguf* "$DEST"/models/ggml-vocab-llama-bpe.gguf*; do
+    if [ -e "$f" ]; then echo "  $f"; fi
+done

@@ -35,6 +35,11 @@ struct Value {
   size_t array_size() const { return strs.size() + ints.size() + floats.size(); }
 };
 
+// "UINT32", "STRING", ... ("unknown" for ids outside the enum), for messages.
+std::string_view value_type_name(ValueType t);
+// Bytes of one element of a fixed-size value type (0 for STRING / ARRAY / unknown ids).
+size_t value_type_size(ValueType t);
+
 struct TensorInfo {
   std::string name;
   DType type = DType::F32;
@@ -115,6 +120,17 @@ class Writer {
   void set_array_i32(const std::string& key, const std::vector<int32_t>& v);
   void set_array_f32(const std::string& key, const std::vector<float>& v);
   void set_alignment(uint32_t a);  // also writes general.alignment
+  // The remaining value types, for completeness (round-trip tests, the fuzzer).
+  void set_u8(const std::string& key, uint8_t v);
+  void set_i8(const std::string& key, int8_t v);
+  void set_u16(const std::string& key, uint16_t v);
+  void set_i16(const std::string& key, int16_t v);
+  void set_i64(const std::string& key, int64_t v);
+  void set_f64(const std::string& key, double v);
+  // Any value as the reader returns it (scalars or arrays of any non-array element type);
+  // checked for representability (integer range of its type, no nested arrays).
+  // Setting an existing key replaces its value and keeps its position.
+  void set_value(const std::string& key, const Value& v);
 
   // shape in ggml order (shape[0] contiguous). The data is copied.
   void add_tensor(const std::string& name, DType type, const std::vector<int64_t>& shape,
@@ -128,6 +144,8 @@ class Writer {
   struct Entry { std::string key; Value value; };
   struct Tensor { std::string name; DType type; std::vector<int64_t> shape; std::vector<uint8_t> data; };
   void set(const std::string& key, Value v);
+  // Header, metadata, tensor infos and the padding up to the data section.
+  std::vector<uint8_t> header_bytes() const;
   std::vector<Entry> kv_;
   std::vector<Tensor> tensors_;
   uint32_t alignment_ = 32;

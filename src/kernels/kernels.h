@@ -15,6 +15,8 @@ namespace mp::kernels {
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 // f32 -> t (round to nearest like ggml's reference quantisers); used by writers and tests.
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
+// Throws mp::Error unless t is one of the DType enumerators (guards casts from raw file ids).
+void check_weight_type(DType t);
 // Dot of one weight row with an f32 vector: scalar reference and dispatched version.
 float dot_row_ref(DType t, const void* row, const float* x, int64_t n);
 float dot_row(DType t, const void* row, const float* x, int64_t n, Isa isa = selected_isa());
@@ -22,9 +24,21 @@ float dot_row(DType t, const void* row, const float* x, int64_t n, Isa isa = sel
 // y[r] = W[r, :] . x for r in [0, rows); W is rows x cols of type t, row-major.
 // Multi-threaded over rows with n_threads OpenMP threads.
 void matvec(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y, int n_threads);
+// matvec with an explicit ISA (the overload above uses selected_isa(), evaluated once).
+// Quantised types (Q4_0, Q8_0, Q4_K, Q6_K) quantise x once to 8-bit blocks (d = amax/127 per
+// 32 or 256 values, as ggml's Q8_0/Q8_K) and use integer dot products, so dot_row/matvec
+// differ from dot_row_ref by the activation rounding: |err| <= sum_i |w_i| * amax_blk(x)/254.
+// dot_row(row) and matvec(...)[r] are bit-identical for the same ISA.
+void matvec(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y, int n_threads,
+            Isa isa);
 // Y[i][r] = W[r, :] . X[i, :] for i in [0, n): X is [n][cols], Y is [n][rows] (prefill GEMM).
 void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
             int n_threads);
+// matmul with an explicit ISA. Numerics: for n >= 4 every weight is dequantised to f32 and
+// multiplied in f32 (no activation quantisation: matches dot_row_ref up to summation order);
+// for n < 4 it runs matvec per row of X (8-bit activations, see matvec).
+void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
+            int n_threads, Isa isa);
 
 // ---- KV-cache rows (BF16 or F16 storage, f32 math) ----
 float dot_f32_kv(DType kv_type, const float* x, const uint16_t* y, int64_t n, Isa isa = selected_isa());
@@ -33,5 +47,16 @@ void axpy_kv(DType kv_type, float a, const uint16_t* y, float* acc, int64_t n, I
 // Conversions of whole rows.
 void kv_to_f32(DType kv_type, const uint16_t* src, float* dst, int64_t n);
 void f32_to_kv(DType kv_type, const float* src, uint16_t* dst, int64_t n);
+// Same with an explicit ISA (the overloads above use selected_isa(), evaluated once per process).
+void kv_to_f32(DType kv_type, const uint16_t* src, float* dst, int64_t n, Isa isa);
+void f32_to_kv(DType kv_type, const float* src, uint16_t* dst, int64_t n, Isa isa);
+// Scalar references of the KV-row kernels (what the SIMD paths are tested against).
+// Every KV kernel throws mp::Error if kv_type is not BF16 or F16. A requested ISA above what
+// the CPU supports is clamped to best_isa(). Note: the default argument selected_isa() runs
+// cpuid + getenv per call; hot loops should evaluate it once and pass it in.
+float dot_f32_kv_ref(DType kv_type, const float* x, const uint16_t* y, int64_t n);
+void axpy_kv_ref(DType kv_type, float a, const uint16_t* y, float* acc, int64_t n);
+void kv_to_f32_ref(DType kv_type, const uint16_t* src, float* dst, int64_t n);
+void f32_to_kv_ref(DType kv_type, const float* src, uint16_t* dst, int64_t n);
 
 }  // namespace mp::kernels

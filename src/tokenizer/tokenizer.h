@@ -36,6 +36,11 @@ class Tokenizer {
   std::string_view model() const;  // "llama" or "gpt2"
   std::string_view pre() const;    // pre-tokenizer name for gpt2 ("llama-bpe", ...)
   const std::string& token_text(int32_t id) const;  // the vocabulary entry as stored
+  // Added (tokenizer helper): tokenizer.ggml.add_eos_token, SPM's leading-space rule, and the id
+  // of a vocabulary entry by its exact stored text (-1 if none).
+  bool add_eos() const;
+  bool add_space_prefix() const;
+  int32_t find_token(std::string_view text) const;
 
  private:
   struct Impl;

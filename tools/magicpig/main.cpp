@@ -1,2 +1,48 @@
+// magicpig: long-context Llama inference with MagicPIG LSH-sampled decode attention.
 #include <cstdio>
-int main() { std::puts("magicpig: not built yet"); return 1; }
+#include <cstring>
+#include <exception>
+#include <new>
+
+#include "common.h"
+#include "common/error.h"
+
+namespace {
+
+void usage() {
+  std::fputs(
+      "usage: magicpig COMMAND [options]   (magicpig COMMAND --help for its options)\n\n"
+      "commands:\n"
+      "  run        generate text from a prompt (dense or sparse decode attention)\n"
+      "  info       describe a GGUF model\n"
+      "  tokenize   print the token ids of a text\n"
+      "  convert    convert a llama2.c checkpoint to GGUF\n",
+      stdout);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "--help")) {
+    usage();
+    return argc < 2 ? 1 : 0;
+  }
+  const char* cmd = argv[1];
+  try {
+    if (!std::strcmp(cmd, "run")) return mp::cli::cmd_run(argc, argv);
+    if (!std::strcmp(cmd, "info")) return mp::cli::cmd_info(argc, argv);
+    if (!std::strcmp(cmd, "tokenize")) return mp::cli::cmd_tokenize(argc, argv);
+    if (!std::strcmp(cmd, "convert")) return mp::cli::cmd_convert(argc, argv);
+    std::fprintf(stderr, "error: unknown command '%s' (run 'magicpig --help')\n", cmd);
+    return 1;
+  } catch (const mp::Error& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "error: out of memory\n");
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,174 @@
+// MagicPIG vs dense decode attention for one Llama-3.1-8B-shaped layer (32 query heads, 8 KV
+// heads, head_dim 128, bf16 K/V), 2 threads, contexts 4k..128k; plus hash-table build time.
+//
+// Synthetic keys with the structure of real ones: per KV head a shared mean offset
+// (N(0, 2^2) per dimension) + N(0, 1) noise, and 32 keys per head that point along the
+// head's "query direction" (high similarity); queries = 2 x that direction + N(0, 1). Values
+// N(0, 1). Gaussians from splitmix64 + Irwin-Hall(4) (fast; the shape is what matters).
+//
+//   build-pig/bin/bench_magicpig --benchmark_counters_tabular=true
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "attention/dense.h"
+#include "attention/magicpig_impl.h"
+#include "common/half.h"
+#include "kv/kv_cache.h"
+
+namespace {
+
+using namespace mp;
+using namespace mp::attn;
+
+constexpr int kHeads = 32, kKvHeads = 8, kDim = 128, kThreads = 2, kQueries = 16;
+
+struct Rng {
+  uint64_t s;
+  uint64_t next() {
+    uint64_t z = (s += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  float normal() {  // Irwin-Hall(4), rescaled to unit variance
+    float s4 = 0;
+    for (int i = 0; i < 4; ++i) s4 += static_cast<float>(next() >> 40) * (1.0f / 16777216.0f);
+    return (s4 - 2.0f) * 1.7320508f;
+  }
+};
+
+HeadShape shape() {
+  HeadShape s;
+  s.n_layer = 1;
+  s.n_head = kHeads;
+  s.n_kv_head = kKvHeads;
+  s.head_dim = kDim;
+  return s;
+}
+
+struct Context {
+  std::unique_ptr<KvCache> cache;
+  std::vector<float> queries;  // [kQueries][kHeads][kDim]
+};
+
+const Context& context(int64_t n) {
+  static std::map<int64_t, std::unique_ptr<Context>> all;
+  auto& c = all[n];
+  if (c) return *c;
+  if (!all.empty()) {  // keep one context in memory at a time (128k is 512 MiB)
+    for (auto& [k, v] : all)
+      if (k != n) v.reset();
+  }
+  c = std::make_unique<Context>();
+  KvShape ks;
+  ks.n_layer = 1;
+  ks.n_kv_head = kKvHeads;
+  ks.head_dim = kDim;
+  ks.capacity = n;
+  ks.dtype = DType::BF16;
+  c->cache = std::make_unique<KvCache>(ks);
+  Rng rng{1234};
+  std::vector<float> offset(kKvHeads * kDim), dir(kKvHeads * kDim);
+  for (auto& x : offset) x = 2.0f * rng.normal();
+  for (auto& x : dir) x = rng.normal();
+  std::vector<float> k(kKvHeads * kDim), v(k.size());
+  for (int64_t p = 0; p < n; ++p) {
+    const bool similar = (p * 2654435761u) % (n / 32 + 1) == 7;  // ~32 aligned keys per head
+    for (int i = 0; i < kKvHeads * kDim; ++i) {
+      k[i] = offset[i] + rng.normal() + (similar ? 3.0f * dir[i] : 0.0f);
+      v[i] = rng.normal();
+    }
+    c->cache->write(0, p, k.data(), v.data());
+  }
+  c->cache->set_n_tokens(n);
+  c->cache->mark_prompt_end();
+  c->queries.resize(static_cast<size_t>(kQueries) * kHeads * kDim);
+  for (int qi = 0; qi < kQueries; ++qi)
+    for (int h = 0; h < kHeads; ++h)
+      for (int i = 0; i < kDim; ++i)
+        c->queries[(static_cast<size_t>(qi) * kHeads + h) * kDim + i] =
+            2.0f * dir[(h / (kHeads / kKvHeads)) * kDim + i] + rng.normal();
+  return *c;
+}
+
+Config pig_config(int k, int l) {
+  Config c;
+  c.name = "magicpig";
+  c.lsh_k = k;
+  c.lsh_l = l;
+  c.dense_layers_set = true;  // the benchmarked layer is sparse
+  return c;
+}
+
+void BM_Dense(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const Context& c = context(n);
+  const KvView kv = c.cache->view(0);
+  std::vector<float> out(kHeads * kDim);
+  int qi = 0;
+  for (auto _ : state) {
+    dense_decode(kv, shape(), c.queries.data() + static_cast<size_t>(qi++ % kQueries) * kHeads * kDim,
+                 out.data(), kThreads);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.counters["keys_frac"] = 1.0;
+  state.counters["MB_read"] = n * kKvHeads * kDim * 2.0 * 2 / 1e6;  // K and V, each row once
+}
+
+void BM_MagicPig(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int k = static_cast<int>(state.range(1)), l = static_cast<int>(state.range(2));
+  const Context& c = context(n);
+  const KvView kv = c.cache->view(0);
+  MagicPigAttention pig(pig_config(k, l), shape());
+  pig.prefill_done(0, kv, kThreads);
+  std::vector<float> out(kHeads * kDim);
+  int qi = 0;
+  for (auto _ : state) {
+    pig.attend(0, kv, c.queries.data() + static_cast<size_t>(qi++ % kQueries) * kHeads * kDim, out.data(),
+               kThreads);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double steps = static_cast<double>(state.iterations());
+  state.counters["keys_frac"] = pig.cost().fraction();
+  // Rows gathered per step: (candidates + exact part) K and V rows of every query head.
+  state.counters["MB_read"] = pig.cost().keys_read / steps * kDim * 2.0 * 2 / 1e6;
+}
+
+void BM_TableBuild(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const Context& c = context(n);
+  const KvView kv = c.cache->view(0);
+  double bytes_per_key = 0, index_per_key = 0;
+  for (auto _ : state) {
+    MagicPigAttention pig(pig_config(10, 150), shape());
+    pig.prefill_done(0, kv, kThreads);
+    const double keys = static_cast<double>(pig.offload_end(0) - pig.offload_begin(0)) * kKvHeads;
+    bytes_per_key = pig.table_bytes() / keys;
+    index_per_key = pig.tables(0, 0).index_bytes() * kKvHeads / keys;
+  }
+  state.counters["table_B_per_key_head"] = bytes_per_key;
+  state.counters["index_B_per_key_head"] = index_per_key;
+}
+
+void dense_args(benchmark::internal::Benchmark* b) {
+  for (int64_t n : {4096, 16384, 32768, 65536, 131072}) b->Args({n});
+}
+void pig_args(benchmark::internal::Benchmark* b) {
+  for (int64_t n : {4096, 16384, 32768, 65536, 131072})
+    for (auto kl : {std::pair{10, 150}, std::pair{9, 120}, std::pair{8, 75}, std::pair{11, 300}})
+      b->Args({n, kl.first, kl.second});
+}
+
+// Grouped by context so each 512 MiB context is generated once.
+BENCHMARK(BM_Dense)->Apply(dense_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_MagicPig)->Apply(pig_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_TableBuild)->Args({131072})->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime()->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();

@@ -1,0 +1,46 @@
+// Internal: the dense policy and the paper's baselines (streaming, topk, quest,
+// oracle-sampling) behind SequenceAttention, plus their shared per-layer plumbing.
+// docs/attention.md "## Dense and baselines" describes each policy and its cost accounting.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "attention/policy.h"
+
+namespace mp::attn {
+
+// Common part of every non-magicpig policy: dense layers run dense_decode, sparse layers run
+// attend_sparse, and the prompt keys each query head read are added to the Cost.
+class LayeredPolicy : public SequenceAttention {
+ public:
+  LayeredPolicy(const Config& cfg, const HeadShape& shape, bool all_dense = false);
+  void prefill_done(int layer, const KvView& kv, int n_threads) override;
+  void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) final;
+  const Cost& cost() const override { return cost_; }
+  bool is_dense(int layer) const { return dense_[layer] != 0; }
+
+ protected:
+  // keys_read[hq] := prompt keys read by query head hq in this step (written by the override).
+  virtual void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
+                             int64_t* keys_read) = 0;
+  virtual void prefill_sparse(int layer, const KvView& kv, int n_threads) {}
+  void check_layer(int layer, const KvView& kv) const;
+
+  Config cfg_;
+  HeadShape shape_;
+  std::vector<char> dense_;  // per layer
+  Cost cost_;
+};
+
+// Number of prompt keys a budget fraction allows: ceil(budget * n_prompt), at least 1 when
+// there is a prompt (so tiny prompts are never attended with zero keys).
+int64_t budget_keys(double budget, int64_t n_prompt);
+
+std::unique_ptr<SequenceAttention> make_dense_attention(const Config& cfg, const HeadShape& shape);
+std::unique_ptr<SequenceAttention> make_streaming_attention(const Config& cfg, const HeadShape& shape);
+std::unique_ptr<SequenceAttention> make_topk_attention(const Config& cfg, const HeadShape& shape);
+std::unique_ptr<SequenceAttention> make_quest_attention(const Config& cfg, const HeadShape& shape);
+std::unique_ptr<SequenceAttention> make_oracle_sampling_attention(const Config& cfg, const HeadShape& shape);
+
+}  // namespace mp::attn

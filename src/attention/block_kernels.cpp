@@ -1,0 +1,98 @@
+// Scalar references and ISA dispatch for the attention block kernels.
+#include "attention/block_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/half.h"
+
+namespace mp::attn::blk {
+
+namespace {
+
+inline float load_kv(bool bf16, uint16_t x) { return bf16 ? bf16_to_f32(x) : fp16_to_f32(x); }
+
+Isa clamp(Isa requested, int d) {
+  static const Isa best = best_isa();
+  Isa isa = std::min(requested, best);
+  if (isa == Isa::Avx512 && d % 16 != 0) isa = Isa::Avx2;
+  if (isa == Isa::Avx2 && d % 8 != 0) isa = Isa::Scalar;
+  return isa;
+}
+
+}  // namespace
+
+Isa cached_isa() {
+  static const Isa sel = selected_isa();
+  return sel;
+}
+
+void scores_ref(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
+                float* s, int64_t lds) {
+  const bool bf = kv_type == DType::BF16;
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < n; ++j) {
+      float acc = 0.0f;
+      for (int i = 0; i < d; ++i) acc += q[r * d + i] * load_kv(bf, k[static_cast<int64_t>(j) * d + i]);
+      s[r * lds + j] = scale * acc;
+    }
+}
+
+void accumulate_ref(DType kv_type, const float* p, int rows, int64_t ldp, const uint16_t* v, int n,
+                    int d, float* acc) {
+  const bool bf = kv_type == DType::BF16;
+  for (int r = 0; r < rows; ++r)
+    for (int j = 0; j < n; ++j) {
+      const float w = p[r * ldp + j];
+      for (int i = 0; i < d; ++i) acc[r * d + i] += w * load_kv(bf, v[static_cast<int64_t>(j) * d + i]);
+    }
+}
+
+float exp_shift_sum_ref(float* x, int n, float m) {
+  float sum = 0.0f;
+  for (int i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - m);
+    sum += x[i];
+  }
+  return sum;
+}
+
+float max_of(const float* x, int n) {
+  float m = -std::numeric_limits<float>::infinity();
+  for (int i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
+  return m;
+}
+
+void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
+            float* s, int64_t lds, Isa isa) {
+  const bool bf = kv_type == DType::BF16;
+  switch (clamp(isa, d)) {
+    case Isa::Avx512: return detail::scores_avx512(bf, q, rows, d, k, n, scale, s, lds);
+    case Isa::Avx2: return detail::scores_avx2(bf, q, rows, d, k, n, scale, s, lds);
+    case Isa::Scalar: break;
+  }
+  scores_ref(kv_type, q, rows, d, k, n, scale, s, lds);
+}
+
+void accumulate(DType kv_type, const float* p, int rows, int64_t ldp, const uint16_t* v, int n, int d,
+                float* acc, Isa isa) {
+  const bool bf = kv_type == DType::BF16;
+  switch (clamp(isa, d)) {
+    case Isa::Avx512: return detail::accumulate_avx512(bf, p, rows, ldp, v, n, d, acc);
+    case Isa::Avx2: return detail::accumulate_avx2(bf, p, rows, ldp, v, n, d, acc);
+    case Isa::Scalar: break;
+  }
+  accumulate_ref(kv_type, p, rows, ldp, v, n, d, acc);
+}
+
+float exp_shift_sum(float* x, int n, float m, Isa isa) {
+  switch (clamp(isa, 16)) {
+    case Isa::Avx512: return detail::exp_shift_sum_avx512(x, n, m);
+    case Isa::Avx2: return detail::exp_shift_sum_avx2(x, n, m);
+    case Isa::Scalar: break;
+  }
+  return exp_shift_sum_ref(x, n, m);
+}
+
+}  // namespace mp::attn::blk

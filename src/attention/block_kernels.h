@@ -1,0 +1,52 @@
+// Internal: multi-row attention block kernels for the exact paths (dense prefill/decode and
+// the exact parts of the baselines). They differ from kernels.h's one-row dot/axpy in that a
+// key or value row is converted from bf16/f16 once and reused for every query row of a GQA
+// group (and, in prefill, every query of a block) while it sits in registers: decode
+// attention is memory-bound only if the per-row arithmetic stays below the row's load time.
+// Each dispatched kernel has a *_ref scalar twin (tests compare them on every ISA).
+#pragma once
+#include <cstdint>
+
+#include "common/cpu.h"
+#include "common/dtype.h"
+
+namespace mp::attn::blk {
+
+// s[r * lds + j] = scale * dot(q[r * d .. +d], k[j * d .. +d]) for r < rows, j < n.
+// q: [rows][d] f32; k: n consecutive cache rows of d elements (kv_type BF16 or F16).
+void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
+            float* s, int64_t lds, Isa isa);
+void scores_ref(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
+                float* s, int64_t lds);
+
+// acc[r * d + i] += sum_j p[r * ldp + j] * v[j * d + i] for r < rows, j < n, i < d.
+void accumulate(DType kv_type, const float* p, int rows, int64_t ldp, const uint16_t* v, int n, int d,
+                float* acc, Isa isa);
+void accumulate_ref(DType kv_type, const float* p, int rows, int64_t ldp, const uint16_t* v, int n,
+                    int d, float* acc);
+
+// x[i] = exp(x[i] - m) for i < n; returns the sum. -inf entries become exactly 0.
+// The SIMD versions use a polynomial exp (relative error < 2e-7 vs std::exp).
+float exp_shift_sum(float* x, int n, float m, Isa isa);
+float exp_shift_sum_ref(float* x, int n, float m);
+
+float max_of(const float* x, int n);  // -inf for n == 0; NaN-agnostic
+
+// ISA variants (block_kernels_avx2.cpp / block_kernels_avx512.cpp). Require d % 8 == 0 (avx2)
+// or d % 16 == 0 (avx512); the dispatcher falls back to the reference otherwise.
+namespace detail {
+#define MP_BLOCK_KERNELS(SUFFIX)                                                                   \
+  void scores_##SUFFIX(bool bf16, const float* q, int rows, int d, const uint16_t* k, int n,         \
+                       float scale, float* s, int64_t lds);                                        \
+  void accumulate_##SUFFIX(bool bf16, const float* p, int rows, int64_t ldp, const uint16_t* v,     \
+                           int n, int d, float* acc);                                              \
+  float exp_shift_sum_##SUFFIX(float* x, int n, float m);
+MP_BLOCK_KERNELS(avx2)
+MP_BLOCK_KERNELS(avx512)
+#undef MP_BLOCK_KERNELS
+}  // namespace detail
+
+// best_isa() capped by MAGICPIG_ISA, evaluated once per process (cpuid traps on VMs).
+Isa cached_isa();
+
+}  // namespace mp::attn::blk

@@ -1,0 +1,73 @@
+// AVX2/FMA hashing kernel: a register-blocked GEMM of R rows x 16 projection columns, whose
+// signs go straight into the bit stream (compiled with -mavx2 -mfma by the build).
+#include <immintrin.h>
+
+#include <algorithm>
+#include <vector>
+
+#include "attention/lsh.h"
+#include "attention/lsh_pack.h"
+
+namespace mp::attn::lsh::detail {
+
+namespace {
+
+// Sign bits of rows x[0..R) against columns [c0, c0 + 16): 2 accumulators per row, so 4 rows
+// keep 8 FMAs in flight per d and each 16-column tile of W (head_dim x 64 B) stays in L1.
+template <int R>
+void tile16(const float* x, int64_t ldx, const float* w, int64_t ldw, int head_dim, int64_t c0,
+            uint16_t* bits, int64_t words) {
+  __m256 acc0[R], acc1[R];
+  for (int r = 0; r < R; ++r) acc0[r] = acc1[r] = _mm256_setzero_ps();
+  const float* wc = w + c0;
+  for (int d = 0; d < head_dim; ++d) {
+    const __m256 w0 = _mm256_loadu_ps(wc + d * ldw);
+    const __m256 w1 = _mm256_loadu_ps(wc + d * ldw + 8);
+    for (int r = 0; r < R; ++r) {
+      const __m256 xr = _mm256_broadcast_ss(x + r * ldx + d);
+      acc0[r] = _mm256_fmadd_ps(xr, w0, acc0[r]);
+      acc1[r] = _mm256_fmadd_ps(xr, w1, acc1[r]);
+    }
+  }
+  const __m256 zero = _mm256_setzero_ps();
+  for (int r = 0; r < R; ++r) {
+    const int m0 = _mm256_movemask_ps(_mm256_cmp_ps(acc0[r], zero, _CMP_GT_OQ));
+    const int m1 = _mm256_movemask_ps(_mm256_cmp_ps(acc1[r], zero, _CMP_GT_OQ));
+    bits[r * words + c0 / 16] = static_cast<uint16_t>(m0 | (m1 << 8));
+  }
+}
+
+template <int R>
+void rows_tile(const Projection& p, const float* x, int64_t ldx, int64_t c0, uint16_t* bits, int64_t words) {
+  tile16<R>(x, ldx, p.w.data(), p.ld, p.head_dim, c0, bits, words);
+}
+
+}  // namespace
+
+// Column tiles outside, row blocks inside: a 16-column tile of W (head_dim x 64 B) is loaded
+// from L2/L3 once per call and reused from L1 by every block of 4 rows.
+void hash_rows_avx2(const Projection& p, const float* x, int64_t n, int64_t ldx, uint16_t* codes,
+                    int64_t code_stride) {
+  const int64_t words = bit_words(p);
+  constexpr int64_t kRows = 64;  // bits of 64 rows: <= 64 * 4 KB for K*L <= 32k columns
+  std::vector<uint16_t> bits(static_cast<size_t>(kRows * words), 0);
+  for (int64_t r0 = 0; r0 < n; r0 += kRows) {
+    const int64_t rn = std::min(kRows, n - r0);
+    for (int64_t c0 = 0; c0 < p.ld; c0 += 16) {
+      for (int64_t b = 0; b < rn; b += 4) {
+        const float* xr = x + (r0 + b) * ldx;
+        uint16_t* br = bits.data() + b * words;
+        switch (std::min<int64_t>(4, rn - b)) {
+          case 4: rows_tile<4>(p, xr, ldx, c0, br, words); break;
+          case 3: rows_tile<3>(p, xr, ldx, c0, br, words); break;
+          case 2: rows_tile<2>(p, xr, ldx, c0, br, words); break;
+          default: rows_tile<1>(p, xr, ldx, c0, br, words); break;
+        }
+      }
+    }
+    for (int64_t r = 0; r < rn; ++r)
+      pack_codes(bits.data() + r * words, p.k, p.l, codes + r0 + r, code_stride);
+  }
+}
+
+}  // namespace mp::attn::lsh::detail

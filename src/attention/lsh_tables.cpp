@@ -1,0 +1,167 @@
+// Hash tables of one (layer, KV head): CSR chunks built by counting sort, a SIMD-scanned tail
+// for generated tokens, and collision counting with epoch stamps.
+#include <emmintrin.h>  // SSE2 is baseline x86-64
+
+#include <algorithm>
+#include <cstring>
+
+#include "attention/lsh.h"
+#include "common/error.h"
+
+namespace mp::attn::lsh {
+
+void CollisionCounter::begin(int64_t n_positions) {
+  if (static_cast<int64_t>(stamp.size()) < n_positions) {
+    // Grow geometrically; new entries are 0 = "epoch 0", which begin() never hands out.
+    stamp.resize(std::max<size_t>(static_cast<size_t>(n_positions), stamp.size() * 3 / 2), 0u);
+  }
+  if (++epoch >= (1u << 24)) {  // the stamp keeps 24 epoch bits
+    std::fill(stamp.begin(), stamp.end(), 0u);
+    epoch = 1;
+  }
+}
+
+void HashTables::add_chunk(int64_t base, int64_t n, const uint16_t* codes, int n_threads) {
+  check(n >= 0 && n <= kChunkTokens, "lsh: chunk larger than 65536 tokens");
+  check(tail_pos_.empty() && (chunks_.empty() || !chunks_.back().generated),
+        "lsh: prompt chunks must be added before generated tokens");
+  check(base >= end_, "lsh: chunks must be added in increasing position order");
+  if (n == 0) return;
+  const int64_t buckets = int64_t{1} << k_;
+  Chunk c;
+  c.base = base;
+  c.n = n;
+  c.offsets.assign(static_cast<size_t>(l_ * (buckets + 1)), 0u);
+  c.index.resize(static_cast<size_t>(l_ * n));
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1)
+  for (int t = 0; t < l_; ++t) {
+    const uint16_t* ct = codes + t * n;
+    uint32_t* off = c.offsets.data() + t * (buckets + 1);
+    for (int64_t i = 0; i < n; ++i) ++off[ct[i] + 1];
+    for (int64_t b = 0; b < buckets; ++b) off[b + 1] += off[b];
+    std::vector<uint32_t> cursor(off, off + buckets);
+    uint16_t* idx = c.index.data() + t * n;
+    for (int64_t i = 0; i < n; ++i) idx[cursor[ct[i]]++] = static_cast<uint16_t>(i);
+  }
+  chunks_.push_back(std::move(c));
+  end_ = std::max(end_, base + n);
+}
+
+void HashTables::insert(int64_t pos, const uint16_t* codes) {
+  check(pos >= max_position(), "lsh: inserted positions must increase");
+  if (!tail_pos_.empty()) {
+    // A chunk spans at most 65536 positions (uint16 local indices).
+    const Chunk* open = !chunks_.empty() && chunks_.back().generated ? &chunks_.back() : nullptr;
+    const int64_t base = open ? open->base : tail_pos_.front();
+    if (static_cast<int>(tail_pos_.size()) >= kTailTokens || pos - base >= kChunkTokens) flush_tail();
+  }
+  if (tail_codes_.empty()) tail_codes_.assign(static_cast<size_t>(l_) * kTailTokens, 0);
+  const size_t j = tail_pos_.size();
+  for (int t = 0; t < l_; ++t) tail_codes_[t * kTailTokens + j] = codes[t];
+  tail_pos_.push_back(static_cast<uint32_t>(pos));
+  end_ = pos + 1;
+}
+
+// Merges the tail into the open generated chunk (or a new one): per table, one counting sort
+// of the chunk's old entries (their bucket is known from the offsets) plus the tail.
+void HashTables::flush_tail() {
+  if (tail_pos_.empty()) return;
+  const int64_t buckets = int64_t{1} << k_;
+  const int64_t nt = static_cast<int64_t>(tail_pos_.size());
+  bool reuse = !chunks_.empty() && chunks_.back().generated &&
+               int64_t{tail_pos_.back()} - chunks_.back().base < kChunkTokens;
+  Chunk fresh;
+  if (!reuse) {
+    fresh.base = tail_pos_.front();
+    fresh.generated = true;
+    fresh.offsets.assign(static_cast<size_t>(l_ * (buckets + 1)), 0u);
+  }
+  const Chunk& old = reuse ? chunks_.back() : fresh;
+  Chunk merged;
+  merged.base = old.base;
+  merged.generated = true;
+  merged.n = old.n + nt;
+  merged.offsets.assign(static_cast<size_t>(l_ * (buckets + 1)), 0u);
+  merged.index.resize(static_cast<size_t>(l_ * merged.n));
+  for (int t = 0; t < l_; ++t) {
+    const uint32_t* oo = old.offsets.data() + t * (buckets + 1);
+    const uint16_t* oi = old.index.data() + t * old.n;
+    const uint16_t* tc = tail_codes_.data() + t * kTailTokens;
+    uint32_t* no = merged.offsets.data() + t * (buckets + 1);
+    uint16_t* ni = merged.index.data() + t * merged.n;
+    for (int64_t j = 0; j < nt; ++j) ++no[tc[j] + 1];
+    for (int64_t b = 0; b < buckets; ++b) no[b + 1] += no[b] + (oo[b + 1] - oo[b]);
+    // Old entries first in each bucket, then the tail.
+    for (int64_t b = 0; b < buckets; ++b) {
+      const uint32_t len = oo[b + 1] - oo[b];
+      if (len) std::memcpy(ni + no[b], oi + oo[b], len * sizeof(uint16_t));
+    }
+    std::vector<uint32_t> cursor(static_cast<size_t>(buckets));
+    for (int64_t b = 0; b < buckets; ++b) cursor[b] = no[b] + (oo[b + 1] - oo[b]);
+    for (int64_t j = 0; j < nt; ++j)
+      ni[cursor[tc[j]]++] = static_cast<uint16_t>(tail_pos_[j] - merged.base);
+  }
+  if (reuse) {
+    chunks_.back() = std::move(merged);
+  } else {
+    chunks_.push_back(std::move(merged));
+  }
+  tail_pos_.clear();
+}
+
+int64_t HashTables::retrieve(const uint16_t* qcodes, uint32_t threshold, CollisionCounter& counter,
+                             uint32_t* out) const {
+  int64_t n_out = 0;
+  const int64_t buckets = int64_t{1} << k_;
+  for (int t = 0; t < l_; ++t) {
+    const uint32_t code = qcodes[t];
+    for (const Chunk& c : chunks_) {
+      const uint32_t* off = c.offsets.data() + t * (buckets + 1);
+      const uint16_t* idx = c.index.data() + t * c.n;
+      const uint32_t base = static_cast<uint32_t>(c.base);
+      for (uint32_t i = off[code], e = off[code + 1]; i < e; ++i) {
+        const uint32_t pos = base + idx[i];
+        if (counter.hit(pos, threshold)) out[n_out++] = pos;
+      }
+    }
+    // Tail: 8 codes per SSE2 compare; matches are rare (about 1 in 2^K).
+    const int nt = static_cast<int>(tail_pos_.size());
+    if (nt) {
+      const uint16_t* tc = tail_codes_.data() + t * kTailTokens;
+      const __m128i q = _mm_set1_epi16(static_cast<short>(code));
+      for (int j = 0; j < nt; j += 8) {  // tail_codes_ has kTailTokens (multiple of 8) slots
+        unsigned m = static_cast<unsigned>(
+            _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tc + j)), q)));
+        while (m) {
+          const int jj = j + (__builtin_ctz(m) >> 1);
+          m &= m - 1;
+          m &= m - 1;  // two mask bits per 16-bit lane
+          if (jj < nt && counter.hit(tail_pos_[jj], threshold)) out[n_out++] = tail_pos_[jj];
+        }
+      }
+    }
+  }
+  return n_out;
+}
+
+int64_t HashTables::size() const {
+  int64_t n = static_cast<int64_t>(tail_pos_.size());
+  for (const Chunk& c : chunks_) n += c.n;
+  return n;
+}
+
+int64_t HashTables::max_position() const { return end_; }
+
+size_t HashTables::bytes() const {
+  size_t b = tail_codes_.capacity() * sizeof(uint16_t) + tail_pos_.capacity() * sizeof(uint32_t);
+  for (const Chunk& c : chunks_) b += c.offsets.size() * sizeof(uint32_t) + c.index.size() * sizeof(uint16_t);
+  return b;
+}
+
+size_t HashTables::index_bytes() const {
+  size_t b = 0;
+  for (const Chunk& c : chunks_) b += c.index.size() * sizeof(uint16_t);
+  return b;
+}
+
+}  // namespace mp::attn::lsh

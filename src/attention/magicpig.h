@@ -1,0 +1,13 @@
+// MagicPIG decode attention (LSH sampling + importance-weighted estimator), see
+// docs/attention.md "## MagicPIG" for the algorithm, memory layout and numerical choices.
+#pragma once
+#include <memory>
+
+#include "attention/policy.h"
+
+namespace mp::attn {
+
+// cfg must be valid for shape (Config::validate); throws mp::Error otherwise.
+std::unique_ptr<SequenceAttention> make_magicpig_attention(const Config& cfg, const HeadShape& shape);
+
+}  // namespace mp::attn

@@ -1,0 +1,82 @@
+// The MagicPIG policy class, exposed (beyond make_magicpig_attention) so that tests can inspect
+// its projection, centring means and candidate sets. Not for use by the engine.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "attention/lsh.h"
+#include "attention/policy.h"
+
+namespace mp::attn {
+
+class MagicPigAttention final : public SequenceAttention {
+ public:
+  MagicPigAttention(const Config& cfg, const HeadShape& shape);
+
+  void prefill_done(int layer, const KvView& kv, int n_threads) override;
+  void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) override;
+  std::unique_ptr<SequenceAttention> clone() const override;
+  const Cost& cost() const override { return cost_; }
+  size_t aux_bytes() const override;
+
+  // ---- inspection (tests, bench) ----
+  bool is_dense_layer(int layer) const { return dense_[layer]; }
+  const lsh::Projection& projection() const { return *proj_; }
+  const lsh::SamplingCorrection& correction() const { return *corr_; }
+  // Centring mean of (layer, kv head); empty when nothing was offloaded.
+  const std::vector<float>& mean(int layer, int kv_head) const { return layers_[layer].heads[kv_head].mean; }
+  // Offloaded prompt positions [begin, end) and generated positions [n_prompt, hashed_end) in
+  // the tables of a layer.
+  int64_t offload_begin(int layer) const { return layers_[layer].off_begin; }
+  int64_t offload_end(int layer) const { return layers_[layer].off_end; }
+  int64_t hashed_end(int layer) const { return layers_[layer].hashed_end; }
+  const lsh::HashTables& tables(int layer, int kv_head) const { return layers_[layer].heads[kv_head].tables; }
+  // When on, attend() keeps each query head's candidate positions of the last sparse call.
+  void record_candidates(bool on) { record_ = on; }
+  const std::vector<uint32_t>& candidates(int head) const { return recorded_[head]; }
+  // Bytes of the hash tables only (offsets + indices + tails), all layers and heads.
+  size_t table_bytes() const;
+
+ private:
+  struct HeadState {
+    std::vector<float> mean;      // [head_dim]
+    std::vector<float> key_norm;  // |k - mean| by position (valid where hashed)
+    lsh::HashTables tables;
+  };
+  struct LayerState {
+    bool prefilled = false;
+    int64_t n_prompt = 0;
+    int64_t off_begin = 0, off_end = 0;  // offloaded prompt positions; empty: all exact
+    int64_t hashed_end = 0;              // generated positions [n_prompt, hashed_end) hashed
+    std::vector<HeadState> heads;
+    bool sampled() const { return off_end > off_begin; }
+  };
+  struct Scratch {
+    lsh::CollisionCounter counter;
+    std::vector<uint32_t> cand;
+    std::vector<float> logits, acc, part;
+  };
+
+  void check_view(int layer, const KvView& kv) const;
+  void hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end,
+                 int n_threads);
+  void insert_generated(LayerState& st, const KvView& kv, int n_threads);
+  int64_t attend_head(const LayerState& st, const KvView& kv, int head, const float* q,
+                      const uint16_t* qcodes, float* out, Scratch& s);
+
+  Config cfg_;
+  HeadShape shape_;
+  Isa isa_ = Isa::Scalar;  // selected_isa() once: it runs cpuid and reads the environment
+  std::vector<bool> dense_;
+  std::shared_ptr<const lsh::Projection> proj_;            // immutable: shared by clones
+  std::shared_ptr<const lsh::SamplingCorrection> corr_;    // immutable: shared by clones
+  std::vector<LayerState> layers_;
+  std::vector<Scratch> scratch_;  // per OpenMP thread
+  std::vector<uint16_t> qcodes_;  // [n_head][L]
+  bool record_ = false;
+  std::vector<std::vector<uint32_t>> recorded_;
+  Cost cost_;
+};
+
+}  // namespace mp::attn

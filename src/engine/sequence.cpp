@@ -1,0 +1,105 @@
+#include "engine/sequence.h"
+
+#include <sys/resource.h>
+
+#include <fstream>
+#include <string>
+
+#include "common/error.h"
+#include "model/forward.h"
+
+namespace mp {
+
+size_t available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  size_t kb;
+  std::string unit;
+  while (in >> key >> kb >> unit)
+    if (key == "MemAvailable:") return kb * 1024;
+  return 0;
+}
+
+size_t peak_rss_bytes() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return static_cast<size_t>(u.ru_maxrss) * 1024;
+}
+
+static SequenceOptions resolve(const Model& m, SequenceOptions opt) {
+  if (opt.n_ctx == 0) opt.n_ctx = m.hp.n_ctx_train;
+  check(opt.n_ctx >= 1 && opt.n_ctx <= (int64_t(1) << 24),
+        "-c must be in [1, 16777216], got " + std::to_string(opt.n_ctx));
+  check(opt.n_threads >= 1 && opt.n_threads <= 1024, "-t must be in [1, 1024], got " + std::to_string(opt.n_threads));
+  check(opt.prefill_chunk >= 1, "prefill chunk must be >= 1");
+  check(opt.kv_type == DType::BF16 || opt.kv_type == DType::F16, "--cache-type must be bf16 or f16");
+  opt.attention.validate(head_shape(m.hp));
+  return opt;
+}
+
+static KvShape kv_shape(const Model& m, const SequenceOptions& opt) {
+  return KvShape{m.hp.n_layer, m.hp.n_kv_head, m.hp.head_dim, opt.n_ctx, opt.kv_type};
+}
+
+Sequence::Sequence(const Model& model, const SequenceOptions& opt_in)
+    : model_(model),
+      opt_(resolve(model, opt_in)),
+      backend_(opt_.n_threads),
+      cache_([&] {
+        const KvShape s = kv_shape(model, opt_);
+        const size_t need = KvCache::bytes_per_token(s) * static_cast<size_t>(s.capacity);
+        const size_t avail = available_memory_bytes();
+        check(avail == 0 || need < avail,
+              "a context of " + std::to_string(s.capacity) + " tokens needs " + std::to_string(need >> 20) +
+                  " MiB of KV cache but only " + std::to_string(avail >> 20) + " MiB of memory is available; lower -c");
+        return s;
+      }()),
+      policy_(attn::make_sequence_attention(opt_.attention, head_shape(model.hp))),
+      logits_(model.hp.n_vocab, 0.0f),
+      n_vocab_(model.hp.n_vocab) {}
+
+Sequence::Sequence(const Sequence& o, int)
+    : model_(o.model_),
+      opt_(o.opt_),
+      backend_(o.opt_.n_threads),
+      cache_(o.cache_),
+      policy_(o.policy_->clone()),
+      logits_(o.logits_),
+      tokens_(o.tokens_),
+      n_vocab_(o.n_vocab_),
+      prompt_finished_(o.prompt_finished_) {}
+
+std::unique_ptr<Sequence> Sequence::fork() const { return std::unique_ptr<Sequence>(new Sequence(*this, 0)); }
+
+void Sequence::prefill(std::span<const int32_t> tokens, bool all_logits,
+                       const std::function<void(int64_t, int64_t)>& progress) {
+  check(!prompt_finished_, "prefill after decoding started is not supported; fork before stepping");
+  if (tokens.empty()) return;
+  check(cache_.n_tokens() + int64_t(tokens.size()) <= cache_.shape().capacity,
+        "prompt is too long: " + std::to_string(cache_.n_tokens() + tokens.size()) +
+            " tokens do not fit the context of " + std::to_string(cache_.shape().capacity) + " (raise -c)");
+  for (int32_t t : tokens)
+    check(t >= 0 && t < n_vocab_, "token id " + std::to_string(t) + " is out of range [0, " +
+                                      std::to_string(n_vocab_) + ")");
+  logits_.assign(all_logits ? tokens.size() * size_t(n_vocab_) : size_t(n_vocab_), 0.0f);
+  forward_prefill(model_, backend_, cache_, tokens, logits_.data(), all_logits, opt_.n_threads,
+                  opt_.prefill_chunk, progress);
+  tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+void Sequence::finish_prompt() {
+  if (prompt_finished_) return;
+  cache_.mark_prompt_end();
+  for (int l = 0; l < model_.hp.n_layer; ++l) policy_->prefill_done(l, cache_.view(l), opt_.n_threads);
+  prompt_finished_ = true;
+}
+
+void Sequence::step(int32_t token) {
+  check(token >= 0 && token < n_vocab_, "token id " + std::to_string(token) + " is out of range");
+  finish_prompt();
+  logits_.resize(n_vocab_);
+  forward_decode(model_, backend_, cache_, *policy_, token, logits_.data(), opt_.n_threads);
+  tokens_.push_back(token);
+}
+
+}  // namespace mp

@@ -1,0 +1,77 @@
+// The library API a CLI or server drives: a Model is shared, each Sequence owns its KV cache,
+// its attention-policy state and its last logits. Feed a prompt (exact prefill), then step one
+// token at a time through the chosen policy; fork() copies the whole state.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "attention/policy.h"
+#include "kv/kv_cache.h"
+#include "model/backend.h"
+#include "model/model.h"
+
+namespace mp {
+
+struct SequenceOptions {
+  int64_t n_ctx = 0;            // 0: the model's training context
+  DType kv_type = DType::BF16;  // BF16 or F16
+  int n_threads = 2;
+  int prefill_chunk = 512;
+  attn::Config attention;       // decode-time policy
+};
+
+class Sequence {
+ public:
+  // Validates options (context range, thread count, policy parameters) and checks that the
+  // KV cache fits in available memory; throws mp::Error with the numbers otherwise.
+  Sequence(const Model& model, const SequenceOptions& opt);
+  Sequence(const Sequence&) = delete;
+  Sequence& operator=(const Sequence&) = delete;
+
+  // Appends prompt tokens with exact attention. Allowed until the first step().
+  // all_logits: keep logits of every token (for perplexity), else only the last.
+  void prefill(std::span<const int32_t> tokens, bool all_logits = false,
+               const std::function<void(int64_t, int64_t)>& progress = {});
+  // Decodes one token through the attention policy (the first call ends the prompt and lets
+  // the policy build its per-layer structures).
+  void step(int32_t token);
+
+  // Logits of the last token processed (n_vocab), or of every prefilled token if requested.
+  std::span<const float> logits() const { return {logits_.data() + logits_.size() - n_vocab_, size_t(n_vocab_)}; }
+  const std::vector<float>& all_logits() const { return logits_; }
+  const std::vector<int32_t>& tokens() const { return tokens_; }
+  int64_t n_tokens() const { return cache_.n_tokens(); }
+  int64_t n_ctx() const { return cache_.shape().capacity; }
+  bool prompt_finished() const { return prompt_finished_; }
+
+  std::unique_ptr<Sequence> fork() const;
+
+  const attn::Cost& cost() const { return policy_->cost(); }
+  size_t kv_bytes() const { return cache_.bytes_used(); }
+  size_t aux_bytes() const { return policy_->aux_bytes(); }
+  const SequenceOptions& options() const { return opt_; }
+  // Ends the prompt explicitly (normally done by the first step()).
+  void finish_prompt();
+
+ private:
+  Sequence(const Sequence& other, int);  // fork
+  const Model& model_;
+  SequenceOptions opt_;
+  CpuBackend backend_;
+  KvCache cache_;
+  std::unique_ptr<attn::SequenceAttention> policy_;
+  std::vector<float> logits_;
+  std::vector<int32_t> tokens_;
+  int n_vocab_;
+  bool prompt_finished_ = false;
+};
+
+// Bytes of memory the OS reports as available (MemAvailable), or 0 if unknown.
+size_t available_memory_bytes();
+// Peak resident set size of this process in bytes.
+size_t peak_rss_bytes();
+
+}  // namespace mp

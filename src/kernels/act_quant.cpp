@@ -1,0 +1,68 @@
+// Activation quantisation (scalar: it runs once per matvec over cols values, negligible next
+// to rows * cols, and one implementation keeps every ISA's integer sums identical).
+#include "kernels/act_quant.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+namespace mp::kernels::detail {
+
+namespace {
+
+// Round half to even for |f| < 2^22 without a libm call (baseline x86-64 has no roundps):
+// adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits.
+inline int round_small(float f) {
+  float v = f + 12582912.f;
+  int32_t i;
+  std::memcpy(&i, &v, 4);
+  return (i & 0x007fffff) - 0x00400000;
+}
+
+float quantize_block(const float* x, int8_t* q, int n) {
+  float amax = 0;
+  for (int j = 0; j < n; ++j) amax = std::max(amax, std::fabs(x[j]));
+  const float d = amax / 127;
+  const float id = d ? 1.0f / d : 0.0f;
+  for (int j = 0; j < n; ++j) q[j] = static_cast<int8_t>(round_small(x[j] * id));  // |x * id| <= 127
+  return d;
+}
+
+}  // namespace
+
+void quantize_act_q8(const float* x, ActQ8* out, int64_t n) {
+  for (int64_t i = 0; i < n / kQK; ++i) {
+    out[i].d = quantize_block(x + i * kQK, out[i].qs, kQK);
+    out[i].sum = 0;
+    for (int j = 0; j < kQK; ++j) out[i].sum += out[i].qs[j];
+  }
+}
+
+void quantize_act_q8k(const float* x, ActQ8K* out, int64_t n) {
+  for (int64_t i = 0; i < n / kQK_K; ++i) {
+    out[i].d = quantize_block(x + i * kQK_K, out[i].qs, kQK_K);
+    for (int g = 0; g < kQK_K / 16; ++g) {
+      int s = 0;
+      for (int l = 0; l < 16; ++l) s += out[i].qs[16 * g + l];
+      out[i].bsums[g] = static_cast<int16_t>(s);
+    }
+  }
+}
+
+PreparedX prepare_x(DType t, const float* x, int64_t n) {
+  PreparedX p;
+  switch (t) {
+    case DType::Q4_0: case DType::Q8_0:
+      p.q8.resize(n / kQK);
+      quantize_act_q8(x, p.q8.data(), n);
+      break;
+    case DType::Q4_K: case DType::Q6_K:
+      p.q8k.resize(n / kQK_K);
+      quantize_act_q8k(x, p.q8k.data(), n);
+      break;
+    default: p.f32 = x; break;
+  }
+  return p;
+}
+
+}  // namespace mp::kernels::detail

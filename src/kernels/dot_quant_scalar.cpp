@@ -1,0 +1,83 @@
+// Scalar twins of the integer dot kernels: same integer sums as the SIMD versions.
+#include <cstdlib>
+
+#include "common/half.h"
+#include "kernels/dot_quant_isa.h"
+
+namespace mp::kernels::detail {
+
+float dot_f32_scalar(const float* w, const float* x, int64_t n) {
+  float s = 0;
+  for (int64_t i = 0; i < n; ++i) s += w[i] * x[i];
+  return s;
+}
+
+float dot_q4_0_scalar(const BlockQ4_0* w, const ActQ8* x, int64_t nb) {
+  float s = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK / 2; ++j)
+      sumi += ((w[i].qs[j] & 0xF) - 8) * x[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + kQK / 2];
+    s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi);
+  }
+  return s;
+}
+
+float dot_q8_0_scalar(const BlockQ8_0* w, const ActQ8* x, int64_t nb) {
+  float s = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK; ++j) sumi += w[i].qs[j] * x[i].qs[j];
+    s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi);
+  }
+  return s;
+}
+
+// sum_j d*sc_j*(q.x)_j - dmin * sum_j m_j * (sum x)_j, all times x.d.
+float dot_q4_k_scalar(const BlockQ4_K* w, const ActQ8K* x, int64_t nb) {
+  float s = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int sumi = 0, summ = 0;
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      scale_min_q4_k(j, w[i].scales, &sc, &m);
+      const uint8_t* q = w[i].qs + 32 * (j / 2);
+      const int shift = (j % 2) * 4;
+      int dot = 0;
+      for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * x[i].qs[32 * j + l];
+      sumi += sc * dot;
+      summ += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
+    }
+    s += x[i].d * (fp16_to_f32(w[i].d) * sumi - fp16_to_f32(w[i].dmin) * summ);
+  }
+  return s;
+}
+
+// d * sum_g sc_g * ((q.x)_g - 32 * (sum x)_g), times x.d; q unsigned 6-bit.
+float dot_q6_k_scalar(const BlockQ6_K* w, const ActQ8K* x, int64_t nb) {
+  float s = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int q[kQK_K];
+    for (int h = 0; h < 2; ++h) {
+      const uint8_t* ql = w[i].ql + 64 * h;
+      const uint8_t* qh = w[i].qh + 32 * h;
+      int* o = q + 128 * h;
+      for (int l = 0; l < 32; ++l) {
+        o[l] = (ql[l] & 0xF) | ((qh[l] & 3) << 4);
+        o[l + 32] = (ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4);
+        o[l + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+        o[l + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+      }
+    }
+    int sumi = 0;
+    for (int g = 0; g < 16; ++g) {
+      int dot = 0;
+      for (int l = 0; l < 16; ++l) dot += q[16 * g + l] * x[i].qs[16 * g + l];
+      sumi += w[i].scales[g] * (dot - 32 * x[i].bsums[g]);
+    }
+    s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi);
+  }
+  return s;
+}
+
+}  // namespace mp::kernels::detail

@@ -1,0 +1,75 @@
+// Internal: ggml's quantised block layouts, byte for byte (ggml-common.h), so GGUF tensor data
+// can be used in place. fp16 fields are stored as raw uint16_t bits.
+#pragma once
+#include <cstdint>
+#include <cstring>
+
+namespace mp::kernels::detail {
+
+constexpr int kQK = 32;    // elements per Q4_0 / Q8_0 block
+constexpr int kQK_K = 256; // elements per K-quant super-block
+
+// x[j] = d * ((qs[j] & 15) - 8), x[j + 16] = d * ((qs[j] >> 4) - 8)
+struct BlockQ4_0 {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+
+// x[j] = d * qs[j]
+struct BlockQ8_0 {
+  uint16_t d;
+  int8_t qs[kQK];
+};
+
+// 8 sub-blocks of 32, each with a 6-bit scale and 6-bit min packed into scales[12]
+// (see scale_min_q4_k); x = d * sc * q - dmin * m with 4-bit q. qs holds 64-element chunks:
+// low nibbles are elements [0, 32) of the chunk, high nibbles [32, 64).
+struct BlockQ4_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qs[kQK_K / 2];
+};
+
+// 16 sub-blocks of 16 with int8 scales; x = d * sc * (q - 32) with 6-bit q split into low
+// nibbles (ql) and 2 high bits (qh), in 128-element halves (see dequantize_q6_k).
+struct BlockQ6_K {
+  uint8_t ql[kQK_K / 2];
+  uint8_t qh[kQK_K / 4];
+  int8_t scales[kQK_K / 16];
+  uint16_t d;
+};
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ6_K) == 210);
+
+// Sub-block j (0..7) scale and min of a Q4_K block: j < 4 uses the low 6 bits of bytes j and
+// j+4; j >= 4 takes 4 bits from byte j+4 and the top 2 bits of bytes j-4 (scale) / j (min).
+inline void scale_min_q4_k(int j, const uint8_t* s, uint8_t* sc, uint8_t* m) {
+  if (j < 4) {
+    *sc = s[j] & 63;
+    *m = s[j + 4] & 63;
+  } else {
+    *sc = (s[j + 4] & 0xF) | ((s[j - 4] >> 6) << 4);
+    *m = (s[j + 4] >> 4) | ((s[j] >> 6) << 4);
+  }
+}
+
+// All 8 (scale, min) pairs of a Q4_K block at once, branch-free: the same bit layout as
+// scale_min_q4_k, gathered four bytes at a time.
+inline void scales_mins_q4_k(const uint8_t* s, uint8_t sc[8], uint8_t m[8]) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  const uint32_t low6 = 0x3f3f3f3f, low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  const uint32_t sc_lo = u[0] & low6, m_lo = u[1] & low6;
+  const uint32_t sc_hi = (u[2] & low4) | (((u[0] >> 6) & low2) << 4);
+  const uint32_t m_hi = ((u[2] >> 4) & low4) | (((u[1] >> 6) & low2) << 4);
+  std::memcpy(sc, &sc_lo, 4);
+  std::memcpy(sc + 4, &sc_hi, 4);
+  std::memcpy(m, &m_lo, 4);
+  std::memcpy(m + 4, &m_hi, 4);
+}
+
+}  // namespace mp::kernels::detail

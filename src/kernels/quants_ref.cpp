@@ -1,0 +1,259 @@
+// Scalar reference (de)quantisation and dot products for every weight type. These define
+// the semantics every SIMD path is tested against; the formats are ggml's.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <string>
+
+#include "common/error.h"
+#include "common/half.h"
+#include "kernels/kernels.h"
+#include "kernels/quant_blocks.h"
+
+namespace mp::kernels {
+
+using namespace detail;
+
+namespace {
+
+// ggml's nearest_int: round half to even (the default FP rounding mode).
+inline int nearest_int(float f) { return static_cast<int>(std::nearbyint(f)); }
+
+void dequantize_q4_0(const BlockQ4_0* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = fp16_to_f32(b[i].d);
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[j] = ((b[i].qs[j] & 0xF) - 8) * d;
+      y[j + kQK / 2] = ((b[i].qs[j] >> 4) - 8) * d;
+    }
+  }
+}
+
+void dequantize_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = fp16_to_f32(b[i].d);
+    for (int j = 0; j < kQK; ++j) y[j] = b[i].qs[j] * d;
+  }
+}
+
+void dequantize_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(b[i].d), dmin = fp16_to_f32(b[i].dmin);
+    const uint8_t* q = b[i].qs;
+    for (int j = 0; j < kQK_K / 64; ++j, q += 32) {
+      uint8_t sc, m;
+      scale_min_q4_k(2 * j, b[i].scales, &sc, &m);
+      const float d1 = d * sc, m1 = dmin * m;
+      scale_min_q4_k(2 * j + 1, b[i].scales, &sc, &m);
+      const float d2 = d * sc, m2 = dmin * m;
+      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
+      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
+    }
+  }
+}
+
+void dequantize_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i) {
+    const float d = fp16_to_f32(b[i].d);
+    const uint8_t* ql = b[i].ql;
+    const uint8_t* qh = b[i].qh;
+    const int8_t* sc = b[i].scales;
+    for (int half = 0; half < 2; ++half, y += 128, ql += 64, qh += 32, sc += 8) {
+      for (int l = 0; l < 32; ++l) {
+        const int is = l / 16;
+        const int q1 = ((ql[l] & 0xF) | (((qh[l] >> 0) & 3) << 4)) - 32;
+        const int q2 = ((ql[l + 32] & 0xF) | (((qh[l] >> 2) & 3) << 4)) - 32;
+        const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
+        const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
+        y[l] = d * sc[is] * q1;
+        y[l + 32] = d * sc[is + 2] * q2;
+        y[l + 64] = d * sc[is + 4] * q3;
+        y[l + 96] = d * sc[is + 6] * q4;
+      }
+    }
+  }
+}
+
+// ggml quantize_row_q4_0_ref: d = (signed value of largest magnitude) / -8.
+void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < kQK; ++j)
+      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
+    const float d = max / -8;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    for (int j = 0; j < kQK / 2; ++j) {
+      // Truncation after +8.5 is ggml's rounding; keep it for bit-identical files.
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
+      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + kQK / 2] * id + 8.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+// ggml quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (half away from zero).
+void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float amax = 0;
+    for (int j = 0; j < kQK; ++j) amax = std::max(amax, std::fabs(x[j]));
+    const float d = amax / 127;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    for (int j = 0; j < kQK; ++j) y[i].qs[j] = static_cast<int8_t>(std::round(x[j] * id));
+  }
+}
+
+// Q4_K: per 32-element sub-block, scale = (max - min') / 15 and min' = min(0, min(x)) (the
+// starting point of ggml's make_qkx2_quants, without its iterative refinement); then ggml's
+// exact steps: 6-bit quantisation of scales/mins against the block maxima, and requantisation
+// of every element with the rounded scales.
+void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    float scales[8], mins[8], max_scale = 0, max_min = 0;
+    for (int j = 0; j < 8; ++j) {
+      float lo = x[32 * j], hi = x[32 * j];
+      for (int l = 1; l < 32; ++l) lo = std::min(lo, x[32 * j + l]), hi = std::max(hi, x[32 * j + l]);
+      lo = std::min(lo, 0.0f);
+      scales[j] = (hi - lo) / 15;
+      mins[j] = -lo;
+      max_scale = std::max(max_scale, scales[j]);
+      max_min = std::max(max_min, mins[j]);
+    }
+    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
+    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
+    std::memset(y[i].scales, 0, sizeof(y[i].scales));
+    for (int j = 0; j < 8; ++j) {
+      const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
+      const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
+      if (j < 4) {
+        y[i].scales[j] = ls;
+        y[i].scales[j + 4] = lm;
+      } else {
+        y[i].scales[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
+        y[i].scales[j - 4] |= (ls >> 4) << 6;
+        y[i].scales[j] |= (lm >> 4) << 6;
+      }
+    }
+    y[i].d = f32_to_fp16(max_scale / 63.f);
+    y[i].dmin = f32_to_fp16(max_min / 63.f);
+    uint8_t L[kQK_K] = {};
+    for (int j = 0; j < 8; ++j) {
+      uint8_t sc, m;
+      scale_min_q4_k(j, y[i].scales, &sc, &m);
+      const float d = fp16_to_f32(y[i].d) * sc;
+      if (!d) continue;
+      const float dm = fp16_to_f32(y[i].dmin) * m;
+      for (int l = 0; l < 32; ++l) L[32 * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[32 * j + l] + dm) / d), 0, 15));
+    }
+    uint8_t* q = y[i].qs;
+    for (int j = 0; j < kQK_K; j += 64, q += 32)
+      for (int l = 0; l < 32; ++l) q[l] = L[j + l] | (L[j + l + 32] << 4);
+  }
+}
+
+// Q6_K: per 16-element sub-block, scale = (signed value of largest magnitude) / -32 (the
+// starting point of ggml's make_qx_quants search); the rest follows quantize_row_q6_K_ref:
+// int8 sub-scales against the block's largest |scale| mapped to -128, then requantisation.
+void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
+    float scales[16], max_scale = 0, max_abs_scale = 0;
+    for (int j = 0; j < 16; ++j) {
+      float amax = 0, max = 0;
+      for (int l = 0; l < 16; ++l)
+        if (amax < std::fabs(x[16 * j + l])) amax = std::fabs(x[16 * j + l]), max = x[16 * j + l];
+      scales[j] = max / -32;
+      if (std::fabs(scales[j]) > max_abs_scale) max_abs_scale = std::fabs(scales[j]), max_scale = scales[j];
+    }
+    std::memset(&y[i], 0, sizeof(BlockQ6_K));
+    if (max_abs_scale < 1e-15f) continue;  // all (near) zero: ggml writes an all-zero block
+    const float iscale = -128.f / max_scale;
+    y[i].d = f32_to_fp16(1 / iscale);
+    for (int j = 0; j < 16; ++j) y[i].scales[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));
+    uint8_t L[kQK_K];
+    for (int j = 0; j < kQK_K; ++j) L[j] = 32;
+    for (int j = 0; j < 16; ++j) {
+      const float d = fp16_to_f32(y[i].d) * y[i].scales[j];
+      if (!d) continue;
+      for (int l = 0; l < 16; ++l) L[16 * j + l] = static_cast<uint8_t>(std::clamp(nearest_int(x[16 * j + l] / d), -32, 31) + 32);
+    }
+    uint8_t* ql = y[i].ql;
+    uint8_t* qh = y[i].qh;
+    for (int j = 0; j < kQK_K; j += 128, ql += 64, qh += 32) {
+      for (int l = 0; l < 32; ++l) {
+        const uint8_t* Lj = L + j + l;
+        ql[l] = (Lj[0] & 0xF) | ((Lj[64] & 0xF) << 4);
+        ql[l + 32] = (Lj[32] & 0xF) | ((Lj[96] & 0xF) << 4);
+        qh[l] = (Lj[0] >> 4) | ((Lj[32] >> 4) << 2) | ((Lj[64] >> 4) << 4) | ((Lj[96] >> 4) << 6);
+      }
+    }
+  }
+}
+
+[[noreturn]] void unsupported(DType t) {
+  throw Error("unsupported weight type " + std::string(ggml_type_name(static_cast<uint32_t>(t))) + " (id " +
+              std::to_string(static_cast<uint32_t>(t)) + ")");
+}
+
+}  // namespace
+
+void check_weight_type(DType t) {
+  if (!dtype_from_ggml(static_cast<uint32_t>(t))) unsupported(t);
+}
+
+void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
+  check_weight_type(t);
+  const int64_t nb = static_cast<int64_t>(dtype_row_bytes(t, n) / dtype_block_bytes(t));
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::F16: for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(static_cast<const uint16_t*>(src)[i]); return;
+    case DType::BF16: for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]); return;
+    case DType::Q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case DType::Q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case DType::Q4_K: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case DType::Q6_K: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
+  }
+  unsupported(t);
+}
+
+void quantize_row(DType t, const float* src, void* dst, int64_t n) {
+  check_weight_type(t);
+  const int64_t nb = static_cast<int64_t>(dtype_row_bytes(t, n) / dtype_block_bytes(t));
+  if (t != DType::F32) {
+    // Quantisers compute scales from the data; inf/NaN would make every value in the block garbage.
+    for (int64_t i = 0; i < n; ++i)
+      check(std::isfinite(src[i]), "cannot quantise a non-finite value (element " + std::to_string(i) + ") to " +
+                                       std::string(dtype_name(t)));
+  }
+  switch (t) {
+    case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
+    case DType::F16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_fp16(src[i]); return;
+    case DType::BF16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]); return;
+    case DType::Q4_0: return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
+    case DType::Q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
+    case DType::Q4_K: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
+    case DType::Q6_K: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
+  }
+  unsupported(t);
+}
+
+float dot_row_ref(DType t, const void* row, const float* x, int64_t n) {
+  check_weight_type(t);
+  const int64_t bs = dtype_block_size(t);
+  const size_t bb = dtype_block_bytes(t);
+  (void)dtype_row_bytes(t, n);  // validates n against the block size
+  // Dequantise a chunk at a time: the result is the f32 dot of the dequantised row with x.
+  constexpr int64_t kChunk = 256;
+  const int64_t chunk = std::max(bs, kChunk);
+  float tmp[kChunk];
+  float s = 0;
+  const auto* p = static_cast<const uint8_t*>(row);
+  for (int64_t i = 0; i < n; i += chunk) {
+    const int64_t m = std::min(chunk, n - i);
+    dequantize_row(t, p + (i / bs) * bb, tmp, m);
+    for (int64_t j = 0; j < m; ++j) s += tmp[j] * x[i + j];
+  }
+  return s;
+}
+
+}  // namespace mp::kernels

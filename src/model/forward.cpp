@@ -1,0 +1,136 @@
+#include "model/forward.h"
+
+#include <cmath>
+#include <vector>
+
+#include "attention/dense.h"
+#include "common/error.h"
+
+namespace mp {
+
+attn::HeadShape head_shape(const HParams& hp) {
+  return attn::HeadShape{hp.n_layer, hp.n_head, hp.n_kv_head, hp.head_dim};
+}
+
+void rms_norm(const float* x, const float* w, float* out, int n, float eps) {
+  double ss = 0;
+  for (int i = 0; i < n; ++i) ss += static_cast<double>(x[i]) * x[i];
+  const float scale = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+  for (int i = 0; i < n; ++i) out[i] = x[i] * scale * w[i];
+}
+
+void apply_rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& rope) {
+  const double p = static_cast<double>(pos) / rope.linear_factor;
+  for (int i = 0; i < head_dim / 2; ++i) {
+    double freq = std::pow(static_cast<double>(rope.theta), -2.0 * i / head_dim);
+    if (!rope.freq_factors.empty()) freq /= rope.freq_factors[i];
+    const double angle = p * freq;
+    const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+    for (int h = 0; h < n_heads; ++h) {
+      float* v = x + static_cast<size_t>(h) * head_dim + 2 * i;
+      const float a = v[0], b = v[1];
+      v[0] = a * c - b * s;
+      v[1] = a * s + b * c;
+    }
+  }
+}
+
+static float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+namespace {
+
+// Activations of a block of n tokens, sized once per call.
+struct Scratch {
+  std::vector<float> x, xn, q, k, v, att, proj, gate, up;
+  Scratch(const HParams& hp, int64_t n) {
+    const size_t e = hp.n_embd, qd = size_t(hp.n_head) * hp.head_dim, kd = size_t(hp.n_kv_head) * hp.head_dim;
+    x.resize(n * e); xn.resize(n * e); proj.resize(n * e);
+    q.resize(n * qd); att.resize(n * qd);
+    k.resize(n * kd); v.resize(n * kd);
+    gate.resize(n * size_t(hp.n_ff)); up.resize(n * size_t(hp.n_ff));
+  }
+};
+
+// Everything of one layer except the attention itself, which `attend` fills into s.att.
+template <class Attend>
+void run_layer(const Model& m, const Backend& be, KvCache& cache, int l, int64_t pos0, int64_t n, Scratch& s,
+               Attend&& attend) {
+  const HParams& hp = m.hp;
+  const LayerWeights& w = m.layers[l];
+  const int e = hp.n_embd, qd = hp.n_head * hp.head_dim, kd = hp.n_kv_head * hp.head_dim;
+  for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], w.attn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
+  be.linear(w.wq, s.xn.data(), n, s.q.data());
+  be.linear(w.wk, s.xn.data(), n, s.k.data());
+  be.linear(w.wv, s.xn.data(), n, s.v.data());
+  for (int64_t i = 0; i < n; ++i) {
+    apply_rope(&s.q[i * qd], hp.n_head, hp.head_dim, pos0 + i, hp.rope);
+    apply_rope(&s.k[i * kd], hp.n_kv_head, hp.head_dim, pos0 + i, hp.rope);
+    cache.write(l, pos0 + i, &s.k[i * kd], &s.v[i * kd]);
+  }
+  KvView view = cache.view(l);
+  view.n_tokens = pos0 + n;  // this layer already holds the new positions
+  attend(view);
+  be.linear(w.wo, s.att.data(), n, s.proj.data());
+  for (size_t i = 0; i < size_t(n) * e; ++i) s.x[i] += s.proj[i];
+
+  for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], w.ffn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
+  be.linear(w.w_gate, s.xn.data(), n, s.gate.data());
+  be.linear(w.w_up, s.xn.data(), n, s.up.data());
+  for (size_t i = 0; i < size_t(n) * hp.n_ff; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
+  be.linear(w.w_down, s.gate.data(), n, s.proj.data());
+  for (size_t i = 0; i < size_t(n) * e; ++i) s.x[i] += s.proj[i];
+}
+
+void output_logits(const Model& m, const Backend& be, Scratch& s, int64_t first, int64_t n, float* logits) {
+  const int e = m.hp.n_embd;
+  for (int64_t i = 0; i < n; ++i)
+    rms_norm(&s.x[(first + i) * e], m.output_norm.data(), &s.xn[i * e], e, m.hp.rms_eps);
+  be.linear(m.output, s.xn.data(), n, logits);
+}
+
+}  // namespace
+
+void forward_prefill(const Model& m, const Backend& be, KvCache& cache, std::span<const int32_t> tokens,
+                     float* logits, bool all_logits, int n_threads, int chunk,
+                     const std::function<void(int64_t, int64_t)>& progress) {
+  const int64_t total = static_cast<int64_t>(tokens.size());
+  check(chunk > 0, "prefill chunk must be positive");
+  const int64_t start = cache.n_tokens();
+  check(start + total <= cache.shape().capacity,
+        "prompt of " + std::to_string(total) + " tokens does not fit the context: " + std::to_string(start) +
+            " of " + std::to_string(cache.shape().capacity) + " positions are used");
+  const attn::HeadShape shape = head_shape(m.hp);
+  Scratch s(m.hp, std::min<int64_t>(chunk, std::max<int64_t>(total, 1)));
+  for (int64_t done = 0; done < total; done += chunk) {
+    const int64_t n = std::min<int64_t>(chunk, total - done);
+    const int64_t pos0 = start + done;
+    for (int64_t i = 0; i < n; ++i) m.embed(tokens[done + i], &s.x[i * m.hp.n_embd]);
+    for (int l = 0; l < m.hp.n_layer; ++l) {
+      run_layer(m, be, cache, l, pos0, n, s, [&](const KvView& view) {
+        attn::prefill_attention(view, shape, pos0, n, s.q.data(), s.att.data(), n_threads);
+      });
+    }
+    cache.set_n_tokens(pos0 + n);
+    if (logits && all_logits) output_logits(m, be, s, 0, n, logits + done * m.hp.n_vocab);
+    else if (logits && done + n == total) output_logits(m, be, s, n - 1, 1, logits);
+    if (progress) progress(done + n, total);
+  }
+}
+
+void forward_decode(const Model& m, const Backend& be, KvCache& cache, attn::SequenceAttention& policy,
+                    int32_t token, float* logits, int n_threads) {
+  const int64_t pos = cache.n_tokens();
+  check(pos < cache.shape().capacity, "context is full (" + std::to_string(cache.shape().capacity) +
+                                          " tokens); raise -c to generate more");
+  Scratch s(m.hp, 1);
+  m.embed(token, s.x.data());
+  for (int l = 0; l < m.hp.n_layer; ++l) {
+    run_layer(m, be, cache, l, pos, 1, s, [&](const KvView& view) {
+      policy.attend(l, view, s.q.data(), s.att.data(), n_threads);
+    });
+  }
+  cache.set_n_tokens(pos + 1);
+  if (logits) output_logits(m, be, s, 0, 1, logits);
+}
+
+}  // namespace mp

@@ -1,0 +1,102 @@
+#include "model/hparams.h"
+
+#include <cmath>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+
+namespace mp {
+
+static int positive_int(const gguf::File& f, const std::string& key, int64_t max) {
+  const int64_t v = f.get_int(key);
+  check(v > 0 && v <= max, f.path() + ": " + key + " = " + std::to_string(v) + " is out of range [1, " +
+                               std::to_string(max) + "]");
+  return static_cast<int>(v);
+}
+
+HParams read_hparams(const gguf::File& f) {
+  HParams hp;
+  hp.arch = f.get_string("general.architecture");
+  check(hp.arch == "llama", f.path() + ": architecture '" + hp.arch +
+                                "' is not supported (supported: llama — Llama 2, Llama 3/3.1, Mistral)");
+  hp.name = f.get_string("general.name", "");
+  const std::string a = hp.arch + ".";
+  hp.n_embd = positive_int(f, a + "embedding_length", 1 << 16);
+  hp.n_layer = positive_int(f, a + "block_count", 1024);
+  hp.n_head = positive_int(f, a + "attention.head_count", 1024);
+  hp.n_kv_head = f.find(a + "attention.head_count_kv") ? positive_int(f, a + "attention.head_count_kv", 1024)
+                                                        : hp.n_head;
+  hp.n_ff = positive_int(f, a + "feed_forward_length", 1 << 20);
+  hp.n_ctx_train = positive_int(f, a + "context_length", 1 << 24);
+  check(hp.n_embd % hp.n_head == 0, f.path() + ": embedding_length " + std::to_string(hp.n_embd) +
+                                        " is not a multiple of head_count " + std::to_string(hp.n_head));
+  hp.head_dim = hp.n_embd / hp.n_head;
+  if (f.find(a + "attention.key_length")) {
+    const int kl = positive_int(f, a + "attention.key_length", 1 << 12);
+    check(kl == hp.head_dim, f.path() + ": attention.key_length " + std::to_string(kl) +
+                                 " differs from embedding_length/head_count; not supported");
+  }
+  check(hp.n_head % hp.n_kv_head == 0, f.path() + ": head_count " + std::to_string(hp.n_head) +
+                                           " is not a multiple of head_count_kv " + std::to_string(hp.n_kv_head));
+  check(hp.head_dim % 2 == 0, f.path() + ": head dimension must be even for RoPE");
+  if (f.find(a + "rope.dimension_count")) {
+    const int64_t rd = f.get_int(a + "rope.dimension_count");
+    check(rd == hp.head_dim, f.path() + ": rope.dimension_count " + std::to_string(rd) +
+                                 " != head dimension (partial rotary embeddings are not supported)");
+  }
+  hp.rms_eps = static_cast<float>(f.get_float(a + "attention.layer_norm_rms_epsilon", 1e-5));
+  check(hp.rms_eps > 0 && hp.rms_eps < 1, f.path() + ": attention.layer_norm_rms_epsilon out of range");
+  hp.rope.theta = static_cast<float>(f.get_float(a + "rope.freq_base", 10000.0));
+  check(hp.rope.theta > 1, f.path() + ": rope.freq_base must be > 1");
+
+  const std::string scaling = f.get_string(a + "rope.scaling.type", "none");
+  if (scaling == "linear") {
+    hp.rope.linear_factor = static_cast<float>(f.get_float(a + "rope.scaling.factor", 1.0));
+    check(hp.rope.linear_factor >= 1, f.path() + ": rope.scaling.factor must be >= 1");
+  } else if (scaling != "none") {
+    throw Error(f.path() + ": rope scaling type '" + scaling + "' is not supported (supported: none, linear, "
+                "llama3 via rope_freqs.weight)");
+  }
+  if (const gguf::TensorInfo* t = f.find_tensor("rope_freqs.weight")) {
+    check(t->n_elements() == hp.head_dim / 2, f.path() + ": rope_freqs.weight has " +
+                                                  std::to_string(t->n_elements()) + " elements, expected " +
+                                                  std::to_string(hp.head_dim / 2));
+    hp.rope.freq_factors.resize(hp.head_dim / 2);
+    kernels::dequantize_row(t->type, t->data, hp.rope.freq_factors.data(), hp.head_dim / 2);
+    for (float v : hp.rope.freq_factors)
+      check(std::isfinite(v) && v > 0, f.path() + ": rope_freqs.weight holds a non-positive value");
+  }
+
+  const gguf::TensorInfo& emb = f.tensor("token_embd.weight");
+  check(emb.shape.size() == 2 && emb.shape[0] == hp.n_embd,
+        f.path() + ": token_embd.weight must be [" + std::to_string(hp.n_embd) + ", n_vocab]");
+  hp.n_vocab = static_cast<int>(emb.shape[1]);
+  return hp;
+}
+
+std::vector<float> llama3_rope_freq_factors(int head_dim, float theta, float factor, float low_freq_factor,
+                                            float high_freq_factor, int original_context) {
+  // Wavelengths longer than original_context/low_freq_factor are slowed by `factor`, shorter
+  // than original_context/high_freq_factor are kept, and the band between is interpolated.
+  std::vector<float> out(head_dim / 2);
+  const double low_wavelen = original_context / low_freq_factor;
+  const double high_wavelen = original_context / high_freq_factor;
+  for (int i = 0; i < head_dim / 2; ++i) {
+    const double freq = std::pow(theta, -2.0 * i / head_dim);
+    const double wavelen = 2 * M_PI / freq;
+    double div;
+    if (wavelen < high_wavelen) {
+      div = 1.0;
+    } else if (wavelen > low_wavelen) {
+      div = factor;
+    } else {
+      const double smooth = (original_context / wavelen - low_freq_factor) / (high_freq_factor - low_freq_factor);
+      div = 1.0 / ((1 - smooth) / factor + smooth);
+    }
+    out[i] = static_cast<float>(div);
+  }
+  return out;
+}
+
+}  // namespace mp

@@ -1,0 +1,41 @@
+// A loaded Llama-family model: the mapped GGUF file, its hyper-parameters, weight views and
+// tokenizer. Immutable after load, so any number of sequences can share it.
+#pragma once
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gguf/gguf.h"
+#include "model/backend.h"
+#include "model/hparams.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mp {
+
+struct LayerWeights {
+  std::vector<float> attn_norm, ffn_norm;
+  Weight wq, wk, wv, wo;
+  Weight w_gate, w_up, w_down;
+};
+
+struct Model {
+  gguf::File file;
+  HParams hp;
+  Tokenizer tokenizer;
+  Weight tok_embd;  // rows = n_vocab, cols = n_embd
+  std::vector<float> output_norm;
+  Weight output;    // the embedding when tied
+  bool tied_output = false;
+  std::vector<LayerWeights> layers;
+
+  // Loads and validates every tensor's presence, type and shape. `vocab_required`: a model
+  // without tokenizer metadata is refused (converters of numbers-only fixtures pass false).
+  static std::unique_ptr<Model> load(const std::string& path);
+
+  // Bytes of all weight tensors.
+  size_t weight_bytes() const;
+  // Fills x[n_embd] with the embedding of token id (range-checked).
+  void embed(int32_t id, float* x) const;
+};
+
+}  // namespace mp

@@ -1,0 +1,124 @@
+#include "model/random_model.h"
+
+#include <cmath>
+#include <vector>
+
+#include "common/error.h"
+#include "common/rng.h"
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+#include "model/hparams.h"
+#include "model/llama2c.h"
+
+namespace mp {
+
+namespace {
+
+// Copies every tokenizer.* key of `src`; returns the vocabulary size.
+int copy_vocab(const gguf::File& src, gguf::Writer& out) {
+  int n_vocab = 0;
+  for (const auto& [key, v] : src.metadata()) {
+    if (key.rfind("tokenizer.", 0) != 0) continue;
+    switch (v.type) {
+      case gguf::ValueType::STRING: out.set_string(key, v.s); break;
+      case gguf::ValueType::BOOL: out.set_bool(key, v.i != 0); break;
+      case gguf::ValueType::FLOAT32: case gguf::ValueType::FLOAT64: out.set_f32(key, float(v.f)); break;
+      case gguf::ValueType::ARRAY:
+        if (!v.strs.empty() || v.elem == gguf::ValueType::STRING) {
+          out.set_array_string(key, v.strs);
+          if (key == "tokenizer.ggml.tokens") n_vocab = int(v.strs.size());
+        } else if (!v.floats.empty()) {
+          out.set_array_f32(key, std::vector<float>(v.floats.begin(), v.floats.end()));
+        } else {
+          out.set_array_i32(key, std::vector<int32_t>(v.ints.begin(), v.ints.end()));
+        }
+        break;
+      default: out.set_u32(key, uint32_t(v.i)); break;
+    }
+  }
+  check(n_vocab > 0, src.path() + " holds no tokenizer.ggml.tokens");
+  return n_vocab;
+}
+
+}  // namespace
+
+void write_random_model(const RandomModelSpec& s, const std::string& path) {
+  check(s.n_embd % s.n_head == 0 && s.n_head % s.n_kv_head == 0, "random model: inconsistent head counts");
+  gguf::Writer out;
+  int n_vocab = s.n_vocab;
+  if (!s.vocab_from.empty()) {
+    n_vocab = copy_vocab(gguf::File::open(s.vocab_from), out);
+  } else {
+    set_placeholder_vocab(out, n_vocab);
+  }
+  const int hd = s.n_embd / s.n_head;
+  out.set_string("general.architecture", "llama");
+  out.set_string("general.name", s.name);
+  out.set_u32("llama.context_length", uint32_t(s.n_ctx));
+  out.set_u32("llama.embedding_length", uint32_t(s.n_embd));
+  out.set_u32("llama.block_count", uint32_t(s.n_layer));
+  out.set_u32("llama.feed_forward_length", uint32_t(s.n_ff));
+  out.set_u32("llama.rope.dimension_count", uint32_t(hd));
+  out.set_u32("llama.attention.head_count", uint32_t(s.n_head));
+  out.set_u32("llama.attention.head_count_kv", uint32_t(s.n_kv_head));
+  out.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
+  out.set_f32("llama.rope.freq_base", s.rope_theta);
+  out.set_u32("llama.vocab_size", uint32_t(n_vocab));
+
+  Rng rng(s.seed);
+  auto gaussian = [&] {
+    const double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
+    return float(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+  };
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
+    const DType t = cols % dtype_block_size(s.type) == 0 ? s.type : DType::F32;
+    const size_t rb = dtype_row_bytes(t, cols);
+    std::vector<uint8_t> buf(rb * rows);
+    std::vector<float> row(cols);
+    const float sd = s.weight_scale / std::sqrt(float(cols));
+    for (int64_t r = 0; r < rows; ++r) {
+      for (float& x : row) x = gaussian() * sd;
+      kernels::quantize_row(t, row.data(), buf.data() + r * rb, cols);
+    }
+    out.add_tensor(name, t, {cols, rows}, buf.data(), buf.size());
+  };
+  auto norm = [&](const std::string& name) {
+    std::vector<float> w(s.n_embd);
+    for (float& x : w) x = 1.0f + 0.1f * gaussian();
+    out.add_tensor(name, DType::F32, {s.n_embd}, w.data(), w.size() * 4);
+  };
+  // The embedding uses unit variance so that activations have a sensible scale at layer 0.
+  {
+    const DType t = s.n_embd % dtype_block_size(s.type) == 0 ? s.type : DType::F32;
+    const size_t rb = dtype_row_bytes(t, s.n_embd);
+    std::vector<uint8_t> buf(rb * n_vocab);
+    std::vector<float> row(s.n_embd);
+    for (int r = 0; r < n_vocab; ++r) {
+      for (float& x : row) x = gaussian();
+      kernels::quantize_row(t, row.data(), buf.data() + r * rb, s.n_embd);
+    }
+    out.add_tensor("token_embd.weight", t, {s.n_embd, n_vocab}, buf.data(), buf.size());
+  }
+  if (s.llama3_rope_scaling) {
+    const std::vector<float> f = llama3_rope_freq_factors(hd, s.rope_theta, 8.0f, 1.0f, 4.0f, 8192);
+    out.add_tensor("rope_freqs.weight", DType::F32, {int64_t(f.size())}, f.data(), f.size() * 4);
+  }
+  const int64_t kv = int64_t(s.n_kv_head) * hd;
+  for (int l = 0; l < s.n_layer; ++l) {
+    const std::string p = "blk." + std::to_string(l) + ".";
+    norm(p + "attn_norm.weight");
+    mat(p + "attn_q.weight", s.n_embd, s.n_embd);
+    mat(p + "attn_k.weight", kv, s.n_embd);
+    mat(p + "attn_v.weight", kv, s.n_embd);
+    mat(p + "attn_output.weight", s.n_embd, s.n_embd);
+    norm(p + "ffn_norm.weight");
+    mat(p + "ffn_gate.weight", s.n_ff, s.n_embd);
+    mat(p + "ffn_up.weight", s.n_ff, s.n_embd);
+    mat(p + "ffn_down.weight", s.n_embd, s.n_ff);
+  }
+  norm("output_norm.weight");
+  if (!s.tied_output) mat("output.weight", n_vocab, s.n_embd);
+  out.write(path);
+}
+
+}  // namespace mp

@@ -1,0 +1,97 @@
+// Block kernels: every SIMD path the CPU has against the scalar reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "attention/block_kernels.h"
+#include "common/half.h"
+
+namespace mp::attn::blk {
+namespace {
+
+std::vector<Isa> simd_isas() {
+  std::vector<Isa> v;
+  if (best_isa() >= Isa::Avx2) v.push_back(Isa::Avx2);
+  if (best_isa() >= Isa::Avx512) v.push_back(Isa::Avx512);
+  return v;
+}
+
+std::vector<uint16_t> random_kv(DType t, size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<uint16_t> x(n);
+  for (auto& v : x) v = t == DType::BF16 ? f32_to_bf16(nd(rng)) : f32_to_fp16(nd(rng));
+  return x;
+}
+
+std::vector<float> random_f32(size_t n, std::mt19937_64& rng) {
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  std::vector<float> x(n);
+  for (auto& v : x) v = nd(rng);
+  return x;
+}
+
+TEST(DenseKernels, ScoresAndAccumulateMatchReference) {
+  if (simd_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  std::mt19937_64 rng(7);
+  for (Isa isa : simd_isas())
+    for (DType t : {DType::BF16, DType::F16})
+      for (int d : {8, 24, 64, 72, 128, 36})  // 72: not a multiple of 16; 36: scalar fallback
+        for (int rows : {1, 2, 3, 4, 5, 9})
+          for (int n : {1, 3, 4, 5, 17, 64}) {
+            const auto q = random_f32(static_cast<size_t>(rows) * d, rng);
+            const auto k = random_kv(t, static_cast<size_t>(n) * d, rng);
+            const int64_t lds = n + 3;
+            std::vector<float> s(rows * lds, -1.0f), s_ref(rows * lds, -1.0f);
+            scores(t, q.data(), rows, d, k.data(), n, 0.125f, s.data(), lds, isa);
+            scores_ref(t, q.data(), rows, d, k.data(), n, 0.125f, s_ref.data(), lds);
+            for (size_t i = 0; i < s.size(); ++i)
+              ASSERT_NEAR(s[i], s_ref[i], 1e-5f * (1.0f + std::sqrt(static_cast<float>(d))))
+                  << "isa " << isa_name(isa) << " d " << d << " rows " << rows << " n " << n;
+
+            const auto p = random_f32(static_cast<size_t>(rows) * lds, rng);
+            auto acc = random_f32(static_cast<size_t>(rows) * d, rng);
+            auto acc_ref = acc;
+            accumulate(t, p.data(), rows, lds, k.data(), n, d, acc.data(), isa);
+            accumulate_ref(t, p.data(), rows, lds, k.data(), n, d, acc_ref.data());
+            for (size_t i = 0; i < acc.size(); ++i)
+              ASSERT_NEAR(acc[i], acc_ref[i], 1e-5f * (1.0f + n)) << "isa " << isa_name(isa) << " d " << d;
+          }
+}
+
+TEST(DenseKernels, ExpShiftSumMatchesStdExp) {
+  if (simd_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
+  const float inf = std::numeric_limits<float>::infinity();
+  std::vector<float> base;
+  for (float x = -100.0f; x <= 0.0f; x += 0.173f) base.push_back(x);
+  base.push_back(-inf);
+  base.push_back(-87.0f);
+  base.push_back(-88.0f);
+  for (Isa isa : simd_isas())
+    for (int n : {1, 7, 16, 33, static_cast<int>(base.size())}) {
+      std::vector<float> x(base.end() - n, base.end()), x_ref = x;
+      const float sum = exp_shift_sum(x.data(), n, 0.5f, isa);
+      const float sum_ref = exp_shift_sum_ref(x_ref.data(), n, 0.5f);
+      EXPECT_NEAR(sum, sum_ref, 1e-6f * (1.0f + sum_ref));
+      for (int i = 0; i < n; ++i) {
+        // relative 2e-7 where the result is a normal float; below that only absolute
+        EXPECT_NEAR(x[i], x_ref[i], 3e-7f * x_ref[i] + 1e-37f) << "isa " << isa_name(isa) << " i " << i;
+        if (x_ref[i] == 0.0f) {
+          EXPECT_LT(x[i], 1.2e-38f);
+        }
+      }
+    }
+  for (Isa isa : simd_isas()) {
+    float ninf = -inf;
+    EXPECT_EQ(exp_shift_sum(&ninf, 1, 0.0f, isa), 0.0f);
+    EXPECT_EQ(ninf, 0.0f);
+    float nan = std::numeric_limits<float>::quiet_NaN();
+    exp_shift_sum(&nan, 1, 0.0f, isa);
+    EXPECT_TRUE(std::isnan(nan));
+  }
+}
+
+}  // namespace
+}  // namespace mp::attn::blk

@@ -1,0 +1,156 @@
+// Policy registry: names, default dense layers, Config::validate messages, the factory, clone().
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+
+#include "attention/dense.h"
+#include "attention/policy.h"
+#include "common/error.h"
+#include "test_dense_util.h"
+
+namespace mp::attn {
+namespace {
+
+const HeadShape kShape{32, 32, 8, 128};
+
+std::string validate_error(const Config& c, const HeadShape& shape = kShape) {
+  try {
+    c.validate(shape);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Policy, NamesAndDefaultDenseLayers) {
+  const auto& names = policy_names();
+  for (const char* n : {"dense", "magicpig", "topk", "quest", "oracle-sampling", "streaming"})
+    EXPECT_NE(std::find(names.begin(), names.end(), n), names.end()) << n;
+  EXPECT_EQ(default_dense_layers("magicpig", 32), (std::vector<int>{0, 16}));
+  EXPECT_EQ(default_dense_layers("magicpig", 80), (std::vector<int>{0, 40}));
+  EXPECT_EQ(default_dense_layers("magicpig", 1), (std::vector<int>{0}));
+  EXPECT_EQ(default_dense_layers("quest", 32), (std::vector<int>{0, 1}));
+  EXPECT_EQ(default_dense_layers("quest", 1), (std::vector<int>{0}));
+  for (const char* n : {"dense", "topk", "oracle-sampling", "streaming"}) EXPECT_TRUE(default_dense_layers(n, 32).empty());
+}
+
+TEST(Policy, ValidateNamesTheBadFlag) {
+  EXPECT_EQ(validate_error(Config{}), "");
+  Config c;
+  c.lsh_k = 17;
+  EXPECT_EQ(validate_error(c), "-K must be in [0, 16], got 17");
+  c = {};
+  c.lsh_k = -1;
+  EXPECT_EQ(validate_error(c), "-K must be in [0, 16], got -1");
+  c = {};
+  c.lsh_k = 0;
+  EXPECT_EQ(validate_error(c), "");
+  c = {};
+  c.lsh_l = 0;
+  EXPECT_EQ(validate_error(c), "-L must be >= 1, got 0");
+  c = {};
+  c.threshold = 0;
+  EXPECT_EQ(validate_error(c), "--lsh-threshold must be in [1, L=150], got 0");
+  c = {};
+  c.lsh_l = 3;
+  c.threshold = 4;
+  EXPECT_EQ(validate_error(c), "--lsh-threshold must be in [1, L=3], got 4");
+  c = {};
+  c.sinks = -1;
+  EXPECT_EQ(validate_error(c), "--sinks must be >= 0, got -1");
+  c = {};
+  c.local = -5;
+  EXPECT_EQ(validate_error(c), "--local must be >= 0, got -5");
+  for (double b : {0.0, -0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
+    c = {};
+    c.budget = b;
+    EXPECT_EQ(validate_error(c).rfind("--budget must be in (0, 1], got ", 0), 0u) << b;
+  }
+  c = {};
+  c.budget = 1.0;
+  EXPECT_EQ(validate_error(c), "");
+  c = {};
+  c.page_size = 0;
+  EXPECT_EQ(validate_error(c), "--page-size must be >= 1, got 0");
+  c = {};
+  c.dense_layers = {0, 32};
+  c.dense_layers_set = true;
+  EXPECT_EQ(validate_error(c), "--dense-layers: layer 32 is out of range [0, 32)");
+  c = {};
+  c.dense_layers = {-1};
+  EXPECT_NE(validate_error(c).find("--dense-layers"), std::string::npos);
+  c = {};
+  c.name = "flash";
+  EXPECT_EQ(validate_error(c), "--attn: unknown policy 'flash' (known: dense, magicpig, topk, quest, oracle-sampling, streaming)");
+  EXPECT_NE(validate_error(Config{}, HeadShape{32, 30, 8, 128}).find("multiple of n_kv_head"), std::string::npos);
+  Config bad;
+  bad.lsh_k = 20;
+  EXPECT_THROW(make_sequence_attention(bad, kShape), Error);
+}
+
+// Every policy: runs prefill_done + attend on every layer; dense layers are exact; a clone taken
+// mid-sequence continues exactly like the original.
+TEST(Policy, FactoryBuildsEveryPolicyAndClonesBehaveIdentically) {
+  const HeadShape shape{3, 8, 2, 64};
+  const int64_t n_p = 700;
+  for (const auto& name : policy_names()) {
+    testing::RandomCache rc(3, 2, 64, n_p, DType::BF16, 31, 1.0f, n_p + 8);
+    rc.cache->mark_prompt_end();
+    Config c;
+    c.name = name;
+    c.lsh_l = 20;
+    c.budget = 0.1;
+    c.dense_layers = {1};
+    c.dense_layers_set = true;
+    auto p = make_sequence_attention(c, shape);
+    ASSERT_TRUE(p) << name;
+    for (int l = 0; l < 3; ++l) p->prefill_done(l, rc.cache->view(l), 2);
+    std::unique_ptr<SequenceAttention> copy;
+    for (int step = 0; step < 3; ++step) {
+      rc.append(500 + step);
+      const auto q = testing::random_vec(8 * 64, 600 + step);
+      for (int l = 0; l < 3; ++l) {
+        std::vector<float> out(q.size()), out_copy(q.size()), dense(q.size());
+        p->attend(l, rc.cache->view(l), q.data(), out.data(), 2);
+        for (float x : out) ASSERT_TRUE(std::isfinite(x)) << name;
+        if (copy) {
+          copy->attend(l, rc.cache->view(l), q.data(), out_copy.data(), 2);
+          EXPECT_EQ(out, out_copy) << name << " step " << step << " layer " << l;
+        }
+        if (l == 1 || name == "dense") {
+          dense_decode(rc.cache->view(l), shape, q.data(), dense.data(), 2);
+          EXPECT_EQ(out, dense) << name << " layer " << l;
+        }
+      }
+      if (step == 0) copy = p->clone();
+    }
+    EXPECT_EQ(p->cost().keys_read, copy->cost().keys_read) << name;
+    EXPECT_EQ(p->cost().keys_total, copy->cost().keys_total) << name;
+    if (name == "dense") {
+      EXPECT_EQ(p->cost().fraction(), 1.0);
+    } else {
+      // 2 sparse layers x 8 heads x 3 steps over n_p prompt keys
+      EXPECT_EQ(p->cost().keys_total, 2.0 * 8 * 3 * n_p) << name;
+      EXPECT_LT(p->cost().fraction(), 1.0) << name;
+    }
+  }
+}
+
+TEST(Policy, AttendRejectsBadLayer) {
+  const HeadShape shape{2, 4, 2, 64};
+  testing::RandomCache rc(2, 2, 64, 50, DType::BF16, 3);
+  std::vector<float> q(4 * 64), out(4 * 64);
+  for (const char* name : {"dense", "topk", "streaming"}) {
+    Config c;
+    c.name = name;
+    auto p = make_sequence_attention(c, shape);
+    EXPECT_THROW(p->attend(2, rc.cache->view(1), q.data(), out.data(), 1), Error) << name;
+    EXPECT_THROW(p->attend(-1, rc.cache->view(1), q.data(), out.data(), 1), Error) << name;
+  }
+}
+
+}  // namespace
+}  // namespace mp::attn

@@ -1,0 +1,117 @@
+// The magicpig binary end to end: each bad input ends with one clear "error:" line and a
+// non-zero exit, never a crash; good input produces text and the timing summary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "model/random_model.h"
+#include "testutil/testutil.h"
+
+namespace mp {
+namespace {
+
+const std::string kBin = std::string(MAGICPIG_BINARY_DIR) + "/bin/magicpig";
+
+struct Cli : ::testing::Test {
+  static inline test::TempDir* dir = nullptr;
+  static std::string model() { return dir->file("m.gguf"); }
+  static void SetUpTestSuite() {
+    dir = new test::TempDir();
+    RandomModelSpec s;
+    s.n_ctx = 256;
+    write_random_model(s, model());
+  }
+  static void TearDownTestSuite() {
+    delete dir;
+    dir = nullptr;
+  }
+  // Runs magicpig with args; expects failure with one error line containing `phrase`.
+  void expect_error(const std::string& args, const std::string& phrase) {
+    const test::CommandResult r = test::run_command(kBin + " " + args);
+    EXPECT_NE(r.exit_code, 0) << args;
+    EXPECT_NE(r.exit_code, -1) << "crashed: " << args;
+    EXPECT_NE(r.output.find("error: "), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find(phrase), std::string::npos) << "args: " << args << "\noutput: " << r.output;
+  }
+  std::string corrupt_copy(const std::string& name, const std::function<void(std::vector<char>&)>& edit) {
+    std::ifstream in(model(), std::ios::binary);
+    std::vector<char> d((std::istreambuf_iterator<char>(in)), {});
+    edit(d);
+    const std::string p = dir->file(name);
+    std::ofstream(p, std::ios::binary).write(d.data(), std::streamsize(d.size()));
+    return p;
+  }
+};
+
+TEST_F(Cli, RunGeneratesAndReportsTimings) {
+  const test::CommandResult r =
+      test::run_command(kBin + " run -m " + model() + " -p 'hello world' -n 8 --temp 0 -t 2 -c 64");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("prompt eval"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("eval time"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("peak RSS"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, GreedyRunIsReproducibleAndPolicyChangesNothingWhenExact) {
+  const std::string base = kBin + " run -m " + model() + " -p 'the quick brown fox' -n 12 --temp 0 -t 2 -c 128";
+  // stdout only: the text, without the timing summary
+  const test::CommandResult a = test::run_command("sh -c \"" + base + " 2>/dev/null\"");
+  const test::CommandResult b = test::run_command("sh -c \"" + base + " --attn streaming --local 200 2>/dev/null\"");
+  ASSERT_EQ(a.exit_code, 0);
+  ASSERT_EQ(b.exit_code, 0);
+  EXPECT_FALSE(a.output.empty());
+  EXPECT_EQ(a.output.find("eval time"), std::string::npos) << a.output;
+  EXPECT_EQ(a.output, b.output);
+}
+
+TEST_F(Cli, InfoDescribesTheModel) {
+  const test::CommandResult r = test::run_command(kBin + " info -m " + model());
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("layers:        2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("per context token"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, TokenizePrintsIds) {
+  const test::CommandResult r = test::run_command(kBin + " tokenize -m " + model() + " -p 'A'");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // BOS (1), then byte fallback for ' ' and 'A' in the placeholder vocabulary (3 + byte value).
+  EXPECT_TRUE(std::regex_search(r.output, std::regex("^1 "))) << r.output;
+  EXPECT_NE(r.output.find(std::to_string(3 + 'A')), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, MissingModelFile) { expect_error("run -m /nonexistent/x.gguf -p hi", "/nonexistent/x.gguf"); }
+TEST_F(Cli, DirectoryAsModel) { expect_error("info -m /tmp", "/tmp"); }
+TEST_F(Cli, UnknownCommand) { expect_error("frobnicate", "unknown command"); }
+TEST_F(Cli, UnknownFlag) { expect_error("run --bogus", "unknown argument '--bogus'"); }
+TEST_F(Cli, MissingFlagValue) { expect_error("run -m " + model() + " -p", "-p needs a value"); }
+TEST_F(Cli, NPredictOutOfRange) { expect_error("run -m " + model() + " -p hi -n -7", "-n must be in"); }
+TEST_F(Cli, NPredictNotANumber) { expect_error("run -m " + model() + " -p hi -n ten", "-n expects an integer"); }
+TEST_F(Cli, ContextOutOfRange) { expect_error("run -m " + model() + " -p hi -c 0", "-c must be in"); }
+TEST_F(Cli, ThreadsOutOfRange) { expect_error("run -m " + model() + " -p hi -t 0", "-t must be in"); }
+TEST_F(Cli, UnknownPolicy) { expect_error("run -m " + model() + " -p hi --attn bogus", "unknown policy 'bogus'"); }
+TEST_F(Cli, LshBitsOutOfRange) { expect_error("run -m " + model() + " -p hi --attn magicpig -K 17", "-K must be in"); }
+TEST_F(Cli, PromptLongerThanContext) {
+  expect_error("run -m " + model() + " -c 8 -p 'one two three four five six seven eight nine ten'", "prompt is too long");
+}
+TEST_F(Cli, PromptPlusGenerationLongerThanContext) {
+  expect_error("run -m " + model() + " -c 32 -n 100 -p hi", "exceeds the context");
+}
+TEST_F(Cli, MissingPromptFile) { expect_error("run -m " + model() + " -f /nonexistent/prompt.txt", "cannot read prompt file"); }
+TEST_F(Cli, NoPrompt) { expect_error("run -m " + model(), "no prompt"); }
+TEST_F(Cli, TruncatedModel) {
+  const std::string p = corrupt_copy("trunc.gguf", [](std::vector<char>& d) { d.resize(d.size() / 2); });
+  expect_error("info -m " + p, "trunc.gguf");
+}
+TEST_F(Cli, BadMagic) {
+  const std::string p = corrupt_copy("magic.gguf", [](std::vector<char>& d) { d[0] = 'X'; });
+  expect_error("info -m " + p, "magic");
+}
+TEST_F(Cli, EmptyFile) {
+  const std::string p = corrupt_copy("empty.gguf", [](std::vector<char>& d) { d.clear(); });
+  expect_error("info -m " + p, "empty.gguf");
+}
+
+}  // namespace
+}  // namespace mp

@@ -1,0 +1,132 @@
+// Hyper-parameters come from metadata only, and unsupported or inconsistent settings are
+// refused with a message naming them.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "common/error.h"
+#include "gguf/gguf.h"
+#include "model/hparams.h"
+#include "model/model.h"
+#include "model/random_model.h"
+#include "testutil/testutil.h"
+
+namespace mp {
+namespace {
+
+// Writes a minimal llama header (metadata only plus the embedding), letting `edit` change it.
+std::string write_header(const test::TempDir& dir, const std::function<void(gguf::Writer&)>& edit) {
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.set_u32("llama.embedding_length", 64);
+  w.set_u32("llama.block_count", 2);
+  w.set_u32("llama.attention.head_count", 4);
+  w.set_u32("llama.attention.head_count_kv", 2);
+  w.set_u32("llama.feed_forward_length", 128);
+  w.set_u32("llama.context_length", 256);
+  edit(w);
+  std::vector<float> emb(64 * 10, 0.5f);
+  w.add_tensor("token_embd.weight", DType::F32, {64, 10}, emb.data(), emb.size() * 4);
+  const std::string path = dir.file("h.gguf");
+  w.write(path);
+  return path;
+}
+
+void expect_error(const std::string& path, const std::string& phrase) {
+  try {
+    read_hparams(gguf::File::open(path));
+    FAIL() << "expected an error containing '" << phrase << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(phrase), std::string::npos) << e.what();
+  }
+}
+
+TEST(HParams, ReadsEveryValue) {
+  test::TempDir dir;
+  const std::string p = write_header(dir, [](gguf::Writer& w) {
+    w.set_f32("llama.rope.freq_base", 500000.0f);
+    w.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-6f);
+  });
+  const HParams hp = read_hparams(gguf::File::open(p));
+  EXPECT_EQ(hp.n_embd, 64);
+  EXPECT_EQ(hp.n_layer, 2);
+  EXPECT_EQ(hp.n_head, 4);
+  EXPECT_EQ(hp.n_kv_head, 2);
+  EXPECT_EQ(hp.head_dim, 16);
+  EXPECT_EQ(hp.n_ff, 128);
+  EXPECT_EQ(hp.n_ctx_train, 256);
+  EXPECT_EQ(hp.n_vocab, 10);
+  EXPECT_FLOAT_EQ(hp.rope.theta, 500000.0f);
+  EXPECT_FLOAT_EQ(hp.rms_eps, 1e-6f);
+}
+
+TEST(HParams, RefusesUnsupportedArchitecture) {
+  test::TempDir dir;
+  expect_error(write_header(dir, [](gguf::Writer& w) { w.set_string("general.architecture", "gpt2"); }),
+               "architecture 'gpt2' is not supported");
+}
+
+TEST(HParams, RefusesMissingKey) {
+  test::TempDir dir;
+  gguf::Writer w;
+  w.set_string("general.architecture", "llama");
+  w.write(dir.file("m.gguf"));
+  expect_error(dir.file("m.gguf"), "llama.embedding_length");
+}
+
+TEST(HParams, RefusesInconsistentHeads) {
+  test::TempDir dir;
+  expect_error(write_header(dir, [](gguf::Writer& w) { w.set_u32("llama.attention.head_count_kv", 3); }),
+               "not a multiple of head_count_kv");
+}
+
+TEST(HParams, RefusesUnknownRopeScaling) {
+  test::TempDir dir;
+  expect_error(write_header(dir, [](gguf::Writer& w) { w.set_string("llama.rope.scaling.type", "yarn"); }),
+               "rope scaling type 'yarn'");
+}
+
+TEST(HParams, RefusesZeroLayers) {
+  test::TempDir dir;
+  expect_error(write_header(dir, [](gguf::Writer& w) { w.set_u32("llama.block_count", 0); }), "block_count");
+}
+
+TEST(Model, RefusesMissingAndMisshapenTensors) {
+  test::TempDir dir;
+  RandomModelSpec s;
+  write_random_model(s, dir.file("ok.gguf"));
+  EXPECT_NO_THROW(Model::load(dir.file("ok.gguf")));
+  // Rewrite the model without one tensor, and with one of the wrong shape.
+  const gguf::File f = gguf::File::open(dir.file("ok.gguf"));
+  for (int variant = 0; variant < 2; ++variant) {
+    gguf::Writer w;
+    for (const auto& [k, v] : f.metadata()) {
+      if (k == "general.alignment") continue;
+      if (v.type == gguf::ValueType::STRING) w.set_string(k, v.s);
+      else if (v.type == gguf::ValueType::FLOAT32) w.set_f32(k, float(v.f));
+      else if (v.type == gguf::ValueType::ARRAY && !v.strs.empty()) w.set_array_string(k, v.strs);
+      else if (v.type == gguf::ValueType::ARRAY && !v.floats.empty()) w.set_array_f32(k, {v.floats.begin(), v.floats.end()});
+      else if (v.type == gguf::ValueType::ARRAY) w.set_array_i32(k, {v.ints.begin(), v.ints.end()});
+      else w.set_u32(k, uint32_t(v.i));
+    }
+    for (const gguf::TensorInfo& t : f.tensors()) {
+      if (t.name == "blk.1.ffn_up.weight") {
+        if (variant == 0) continue;  // missing
+        std::vector<float> z(128 * 32, 0.0f);
+        w.add_tensor(t.name, DType::F32, {32, 128}, z.data(), z.size() * 4);  // wrong shape
+        continue;
+      }
+      w.add_tensor(t.name, t.type, t.shape, t.data, t.nbytes);
+    }
+    w.write(dir.file("bad.gguf"));
+    try {
+      Model::load(dir.file("bad.gguf"));
+      FAIL();
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find("blk.1.ffn_up.weight"), std::string::npos) << e.what();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace mp

@@ -1,0 +1,33 @@
+// magicpig tokenize: token ids (and pieces) of a text under a model's vocabulary.
+#include <cstdio>
+
+#include "common.h"
+#include "gguf/gguf.h"
+#include "tokenizer/tokenizer.h"
+
+namespace mp::cli {
+
+int cmd_tokenize(int argc, char** argv) {
+  ModelOptions mo;
+  std::string prompt;
+  bool pieces = false, no_bos = false, parse_special = false;
+  Args a("tokenize", "Prints the token ids of a text (vocabulary-only GGUF files work too).");
+  add_model_options(a, mo, false);
+  a.value({"-p", "--prompt"}, "TEXT", "text to tokenize", [&](const std::string& v) { prompt = v; });
+  a.flag({"--pieces"}, "print each token's text beside its id", pieces);
+  a.flag({"--no-bos"}, "do not add the BOS token", no_bos);
+  a.flag({"--parse-special"}, "turn special-token text such as <|eot_id|> into special tokens", parse_special);
+  if (!a.parse(argc, argv, 2)) return 0;
+  const gguf::File f = gguf::File::open(resolve_model_path(mo.model));
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  const std::vector<int32_t> ids = tok.encode(prompt, !no_bos, parse_special);
+  if (!pieces) {
+    for (size_t i = 0; i < ids.size(); ++i) std::printf("%s%d", i ? " " : "", ids[i]);
+    std::printf("\n");
+    return 0;
+  }
+  for (int32_t id : ids) std::printf("%6d -> '%s'\n", id, tok.token_to_piece(id, true).c_str());
+  return 0;
+}
+
+}  // namespace mp::cli

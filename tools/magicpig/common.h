@@ -1,0 +1,36 @@
+// Options shared by the subcommands (model, threads, context, attention policy) and small
+// terminal helpers.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "args.h"
+#include "attention/policy.h"
+#include "common/dtype.h"
+
+namespace mp::cli {
+
+struct ModelOptions {
+  std::string model;  // empty: the default model (MAGICPIG_MODEL or models/default.gguf)
+  int n_threads = 0;  // 0: all cores
+  int64_t n_ctx = 0;  // 0: the model's training context
+  DType kv_type = DType::BF16;
+};
+
+void add_model_options(Args& a, ModelOptions& o, bool with_ctx = true);
+void add_attention_options(Args& a, attn::Config& c);
+// Resolves the model path: -m, else $MAGICPIG_MODEL, else models/default.gguf next to the
+// source tree or the current directory. Throws when none exists.
+std::string resolve_model_path(const std::string& given);
+int default_threads();
+int resolved_threads(const ModelOptions& o);
+std::string human_bytes(double bytes);
+// A one-line progress bar on stderr when it is a terminal; silent otherwise.
+void progress_bar(const char* what, int64_t done, int64_t total, double elapsed_s);
+
+int cmd_run(int argc, char** argv);
+int cmd_info(int argc, char** argv);
+int cmd_tokenize(int argc, char** argv);
+int cmd_convert(int argc, char** argv);
+
+}  // namespace mp::cli
