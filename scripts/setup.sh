@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs everything magicpig needs on a fresh Debian 12 (bookworm) machine. Idempotent.
-# Usage: scripts/setup.sh            (build + test dependencies, llama.cpp test vectors)
-#        MAGICPIG_SKIP_PEER=1 ...     (skip fetching llama.cpp's vocabularies from npm)
+# Usage: scripts/setup.sh              build + test dependencies, llama.cpp test vectors
+#        scripts/setup.sh --training   also the training stack (Debian's PyTorch, SentencePiece)
+#        MAGICPIG_SKIP_PEER=1 ...       skip fetching llama.cpp's vocabularies from npm
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,6 +13,11 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
   nodejs npm python3
 )
+if [ "${1:-}" = "--training" ]; then
+  # libopenblas0-pthread matters: without it torch's matmul runs ~30x slower here.
+  packages+=(python3-torch python3-numpy python3-sentencepiece sentencepiece libopenblas0-pthread
+             bible-kjv jargon-text)
+fi
 
 missing=()
 for p in "${packages[@]}"; do

@@ -309,6 +309,10 @@ int run_generate(const Options& o, llama_model* model) {
         fprintf(stderr, "llama-dump: prompt + n too large\n");
         return 1;
     }
+    const int32_t n_ctx_train = llama_model_n_ctx_train(model);
+    if (n_ctx_train > 0 && P + N > n_ctx_train)
+        fprintf(stderr, "llama-dump: note: prompt + n = %d exceeds the model's training context %d\n", P + N,
+                n_ctx_train);
     if (o.n_ctx > 0 && o.n_ctx < P + N) {
         fprintf(stderr, "llama-dump: --ctx %d is smaller than prompt + n = %d\n", o.n_ctx, P + N);
         return 1;
