@@ -10,6 +10,7 @@
 #include <benchmark/benchmark.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <vector>
@@ -24,7 +25,9 @@ namespace {
 using namespace mp;
 using namespace mp::attn;
 
-constexpr int kHeads = 32, kKvHeads = 8, kDim = 128, kThreads = 2, kQueries = 16;
+constexpr int kHeads = 32, kKvHeads = 8, kDim = 128, kQueries = 16;
+// MAGICPIG_BENCH_THREADS overrides the default of 2 threads.
+const int kThreads = std::getenv("MAGICPIG_BENCH_THREADS") ? std::atoi(std::getenv("MAGICPIG_BENCH_THREADS")) : 2;
 
 struct Rng {
   uint64_t s;

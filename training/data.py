@@ -1,0 +1,191 @@
+"""Synthetic long-context retrieval episodes (RULER-like) built on real text, plus plain text.
+
+Every sample is a token sequence of exactly `seq_len + 1` tokens (input = [:-1], target = [1:])
+and a per-token mask: 1 on answer tokens, `text_weight` elsewhere (train.py passes 0, i.e. the
+mask marks the answers; it applies its own answer/text loss weights). Plain-text samples have
+no answer tokens. Samples are a pure function of (seed, step, index), so a resumed
+run sees exactly the data it would have seen without the interruption.
+
+Episode kinds (RULER names): single (one needle), multikey (one asked, distractor needles with
+other keys), multivalue (one key, several numbers, all asked), multiquery (several needles,
+every key asked in turn: many recall events per sequence), vartrack (variable chains), text.
+Key words come from the corpora; a fixed hash puts 10% of them in a HELD-OUT vocabulary that
+training never uses as needle keys (evaluate.py uses only those).
+"""
+import json, os, re, zlib
+from collections import Counter
+import numpy as np
+import common
+
+NEEDLE = "One of the special magic numbers for {key} is: {value}."
+QUESTION = ("What is the special magic number for {key} mentioned in the provided text? "
+            "The special magic number for {key} mentioned in the provided text is:")
+QUERY_SHORT = "The special magic number for {key} is:"
+MV_QUESTION = ("What are all the special magic numbers for {key} mentioned in the provided text? "
+               "The special magic numbers for {key} mentioned in the provided text are:")
+VT_ASSIGN_VALUE = "VAR {name} = {value}."
+VT_ASSIGN_VAR = "VAR {name} = {other}."
+VT_QUESTION = ("Find all variables that are assigned the value {value} in the text above. "
+               "Answer: the variables assigned the value {value} are:")
+
+
+def keyword_vocab():
+    """(train_keys, heldout_keys): lower-case words of 4-10 letters seen >= 5 times in the
+    training text; crc32(word) % 10 == 0 selects the held-out ones (stable across runs)."""
+    path = os.path.join(common.WORK_DIR, "keywords.json")
+    if not os.path.exists(path):
+        counts = Counter()
+        for name in common.CORPORA:
+            text = open(common.split_path(name, "train"), encoding="utf-8").read()
+            counts.update(w.lower() for w in re.findall(r"\b[A-Za-z]{4,10}\b", text))
+        words = sorted(w for w, c in counts.items() if c >= 5)
+        held = [w for w in words if zlib.crc32(w.encode()) % 10 == 0]
+        train = [w for w in words if zlib.crc32(w.encode()) % 10 != 0]
+        json.dump({"train": train, "heldout": held}, open(path, "w"))
+    d = json.load(open(path))
+    return d["train"], d["heldout"]
+
+
+class EpisodeMaker:
+    def __init__(self, sp, part="train", keys=None):
+        """part: which text split the haystacks come from; keys: needle key words
+        (default: the training vocabulary for part='train', the held-out one otherwise)."""
+        self.sp = sp
+        train_keys, held_keys = keyword_vocab()
+        self.keys = keys if keys is not None else (train_keys if part == "train" else held_keys)
+        self.texts = [np.load(common.tokens_path(n, part), mmap_mode="r") for n in common.CORPORA]
+        sizes = np.array([len(t) for t in self.texts], dtype=np.float64)
+        self.text_p = sizes / sizes.sum()
+        self.bos, self.eos = sp.bos_id(), sp.eos_id()
+        # token ids after which a needle may be inserted (end of a sentence or a line)
+        ends = np.zeros(sp.vocab_size(), dtype=bool)
+        for i in range(sp.vocab_size()):
+            p = sp.id_to_piece(i)
+            ends[i] = p.endswith((".", "!", "?", ";")) or p == "<0x0A>"
+        self.sentence_end = ends
+
+    def enc(self, s):
+        return self.sp.encode(s)
+
+    def haystack(self, rng, n):
+        if n <= 0:
+            return []
+        c = rng.choice(len(self.texts), p=self.text_p)
+        t = self.texts[c]
+        start = int(rng.integers(0, len(t) - n - 1))
+        return [int(x) for x in t[start:start + n]]
+
+    def insert_points(self, rng, hay, depths):
+        """Positions in hay (sorted like depths) just after a sentence end near each depth."""
+        pts = []
+        for d in depths:
+            p = int(round(d * len(hay)))
+            q = p
+            while q < len(hay) and q - p < 40 and not self.sentence_end[hay[q - 1] if q > 0 else 0]:
+                q += 1
+            pts.append(p if q >= len(hay) or q - p >= 40 else q)
+        return pts
+
+    @staticmethod
+    def number(rng):
+        return str(int(rng.integers(1_000_000, 10_000_000)))
+
+    def assemble(self, rng, seq_len, needles, depths, tail, text_weight):
+        """needles: token lists placed at depths (fractions); tail: list of (tokens, is_answer)
+        appended after the haystack. Returns (ids[seq_len+1], weights[seq_len+1])."""
+        fixed = 1 + sum(len(n) for n in needles) + sum(len(t) for t, _ in tail)
+        hay = self.haystack(rng, seq_len + 1 - fixed)
+        order = np.argsort(depths, kind="stable")
+        pts = self.insert_points(rng, hay, [depths[i] for i in order])
+        ids, w = [self.bos], [0.0]
+        prev = 0
+        for k, i in enumerate(order):
+            ids += hay[prev:pts[k]]; w += [text_weight] * (pts[k] - prev); prev = pts[k]
+            ids += needles[i]; w += [text_weight] * len(needles[i])
+        ids += hay[prev:]; w += [text_weight] * (len(hay) - prev)
+        for toks, is_answer in tail:
+            ids += toks; w += [1.0 if is_answer else text_weight] * len(toks)
+        if len(ids) < seq_len + 1:
+            raise ValueError(f"episode needs {fixed} tokens, more than seq_len+1={seq_len + 1}")
+        return ids[:seq_len + 1], w[:seq_len + 1]
+
+    # ---- episode kinds -------------------------------------------------------------------
+    def single(self, rng, seq_len, text_weight, n_distractors=0, depth=None, key=None):
+        keys = rng.choice(len(self.keys), size=1 + n_distractors, replace=False)
+        keys = [self.keys[k] for k in keys]
+        if key is not None:
+            keys[0] = key
+        vals = [self.number(rng) for _ in keys]
+        needles = [self.enc(NEEDLE.format(key=k, value=v)) for k, v in zip(keys, vals)]
+        depths = list(rng.random(len(keys)))
+        if depth is not None:
+            depths[0] = depth
+        q = self.enc(QUESTION.format(key=keys[0]))
+        a = self.answer_tokens(vals[0])
+        ids, w = self.assemble(rng, seq_len, needles, depths, [(q, False), (a, True), ([self.eos], True)], text_weight)
+        return ids, w, vals[0]
+
+    def answer_tokens(self, value):
+        # "is: 1234567" tokenizes as ... ':' '▁' '1' ... '7' ; the question ends with ':' so the
+        # answer is '▁' + digits, exactly what the tokenizer gives for the whole sentence
+        return self.enc(QUERY_SHORT.format(key="x") + " " + value)[len(self.enc(QUERY_SHORT.format(key="x"))):]
+
+    def multiquery(self, rng, seq_len, text_weight, n=4):
+        keys = [self.keys[k] for k in rng.choice(len(self.keys), size=n, replace=False)]
+        vals = [self.number(rng) for _ in keys]
+        needles = [self.enc(NEEDLE.format(key=k, value=v)) for k, v in zip(keys, vals)]
+        tail = []
+        for i in rng.permutation(n):
+            tail.append((self.enc(QUERY_SHORT.format(key=keys[i])), False))
+            tail.append((self.answer_tokens(vals[i]) + self.enc(".")[1:], True))
+        return self.assemble(rng, seq_len, needles, list(rng.random(n)), tail, text_weight)[:2]
+
+    def multivalue(self, rng, seq_len, text_weight, n=3):
+        key = self.keys[int(rng.integers(len(self.keys)))]
+        vals = [self.number(rng) for _ in range(n)]
+        needles = [self.enc(NEEDLE.format(key=key, value=v)) for v in vals]
+        depths = sorted(rng.random(n))  # answer lists the numbers in order of appearance
+        ans = self.enc(MV_QUESTION.format(key=key) + " " + ", ".join(vals))[len(self.enc(MV_QUESTION.format(key=key))):]
+        return self.assemble(rng, seq_len, needles, depths, [(self.enc(MV_QUESTION.format(key=key)), False), (ans, True), ([self.eos], True)], text_weight)[:2]
+
+    def vartrack(self, rng, seq_len, text_weight, hops=3):
+        letters = np.array(list("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+        names = ["".join(rng.choice(letters, 5)) for _ in range(hops)]
+        value = str(int(rng.integers(10_000, 100_000)))
+        needles = [self.enc(VT_ASSIGN_VALUE.format(name=names[0], value=value))]
+        needles += [self.enc(VT_ASSIGN_VAR.format(name=names[i], other=names[i - 1])) for i in range(1, hops)]
+        depths = sorted(rng.random(hops))  # chain in reading order
+        q = self.enc(VT_QUESTION.format(value=value))
+        ans = self.enc(VT_QUESTION.format(value=value) + " " + " ".join(names))[len(q):]
+        return self.assemble(rng, seq_len, needles, depths, [(q, False), (ans, True), ([self.eos], True)], text_weight)[:2]
+
+    def text(self, rng, seq_len):
+        ids = [self.bos] + self.haystack(rng, seq_len)
+        return ids, [0.0] * (seq_len + 1)
+
+    # ---- batches -------------------------------------------------------------------------
+    def sample(self, rng, seq_len, mix, text_weight):
+        kinds = list(mix.keys())
+        p = np.array([mix[k] for k in kinds], dtype=np.float64); p /= p.sum()
+        kind = kinds[rng.choice(len(kinds), p=p)]
+        if kind == "single":
+            return self.single(rng, seq_len, text_weight)[:2]
+        if kind == "multikey":
+            return self.single(rng, seq_len, text_weight, n_distractors=3)[:2]
+        if kind == "multiquery":
+            fit = max(1, min(8, (seq_len - 16) // 48))  # ~48 tokens per needle + query pair
+            return self.multiquery(rng, seq_len, text_weight, n=int(rng.integers(1, fit + 1)))
+        if kind == "multivalue":  # question ~30 tokens, ~25 per needle and ~8 per answer
+            fit = max(2, min(4, (seq_len - 40) // 33))
+            return self.multivalue(rng, seq_len, text_weight, n=int(rng.integers(2, fit + 1)))
+        if kind == "vartrack":
+            fit = max(2, min(4, (seq_len - 40) // 25))
+            return self.vartrack(rng, seq_len, text_weight, hops=int(rng.integers(2, fit + 1)))
+        if kind == "text":
+            return self.text(rng, seq_len)
+        raise ValueError(f"unknown episode kind {kind}")
+
+    def batch(self, seed, step, batch, seq_len, mix, text_weight):
+        rng = np.random.default_rng([seed, step])
+        xs, ws = zip(*(self.sample(rng, seq_len, mix, text_weight) for _ in range(batch)))
+        return np.asarray(xs, dtype=np.int64), np.asarray(ws, dtype=np.float32)

@@ -1,0 +1,145 @@
+"""Llama exactly as GGUF `llama` (llama.cpp) computes it, so the export needs no weight permutes.
+
+- RMSNorm: x * rsqrt(mean(x^2) + eps) * w.
+- RoPE in the GGUF/llama.cpp "normal" convention: ADJACENT pairs (x[2i], x[2i+1]) rotate by
+  pos * theta^(-2i/head_dim). (Hugging Face's rotate_half pairs x[i] with x[i+d/2]; its
+  converter permutes W_q/W_k to get this layout — we train in this layout directly.)
+- GQA: query head h reads KV head h // (n_head / n_kv_head).
+- SwiGLU FFN: down(silu(gate(x)) * up(x)). No biases anywhere.
+Weight names mirror the GGUF tensor names (export_gguf.py maps them 1:1).
+"""
+from dataclasses import dataclass, asdict
+import math
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+import torch.utils.checkpoint
+
+
+@dataclass
+class Config:
+    vocab_size: int = 4096
+    dim: int = 256
+    n_layers: int = 6
+    n_heads: int = 4
+    n_kv_heads: int = 2
+    ffn_dim: int = 688
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    max_seq_len: int = 4096   # the context length written to GGUF (llama.context_length)
+    tied_output: bool = False
+
+    @property
+    def head_dim(self):
+        return self.dim // self.n_heads
+
+    def to_dict(self):
+        return asdict(self)
+
+
+class RMSNorm(nn.Module):
+    def __init__(self, dim, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+def rope_tables(head_dim, positions, theta):
+    """cos/sin of shape [T, head_dim/2] for the given integer positions."""
+    inv = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float64) / head_dim)
+    ang = positions.to(torch.float64)[:, None] * inv[None, :]
+    return torch.cos(ang).float(), torch.sin(ang).float()
+
+
+def apply_rope(x, cos, sin):
+    """x: [B, H, T, D]; rotates adjacent pairs (x0,x1),(x2,x3),..."""
+    x0, x1 = x[..., 0::2], x[..., 1::2]
+    r0 = x0 * cos - x1 * sin
+    r1 = x0 * sin + x1 * cos
+    return torch.stack((r0, r1), dim=-1).flatten(-2)
+
+
+class Block(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        self.c = c
+        hd = c.head_dim
+        self.attn_norm = RMSNorm(c.dim, c.norm_eps)
+        self.attn_q = nn.Linear(c.dim, c.n_heads * hd, bias=False)
+        self.attn_k = nn.Linear(c.dim, c.n_kv_heads * hd, bias=False)
+        self.attn_v = nn.Linear(c.dim, c.n_kv_heads * hd, bias=False)
+        self.attn_output = nn.Linear(c.n_heads * hd, c.dim, bias=False)
+        self.ffn_norm = RMSNorm(c.dim, c.norm_eps)
+        self.ffn_gate = nn.Linear(c.dim, c.ffn_dim, bias=False)
+        self.ffn_up = nn.Linear(c.dim, c.ffn_dim, bias=False)
+        self.ffn_down = nn.Linear(c.ffn_dim, c.dim, bias=False)
+
+    def forward(self, x, cos, sin, mask):
+        c = self.c
+        B, T, _ = x.shape
+        hd = c.head_dim
+        h = self.attn_norm(x)
+        q = self.attn_q(h).view(B, T, c.n_heads, hd).transpose(1, 2)
+        k = self.attn_k(h).view(B, T, c.n_kv_heads, hd).transpose(1, 2)
+        v = self.attn_v(h).view(B, T, c.n_kv_heads, hd).transpose(1, 2)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        rep = c.n_heads // c.n_kv_heads
+        k = k.repeat_interleave(rep, dim=1)
+        v = v.repeat_interleave(rep, dim=1)
+        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd)) + mask
+        o = torch.softmax(att, dim=-1) @ v
+        x = x + self.attn_output(o.transpose(1, 2).reshape(B, T, c.n_heads * hd))
+        h = self.ffn_norm(x)
+        return x + self.ffn_down(F.silu(self.ffn_gate(h)) * self.ffn_up(h))
+
+
+class Llama(nn.Module):
+    def __init__(self, c: Config):
+        super().__init__()
+        assert c.dim % c.n_heads == 0 and c.n_heads % c.n_kv_heads == 0 and c.head_dim % 2 == 0
+        self.c = c
+        self.token_embd = nn.Embedding(c.vocab_size, c.dim)
+        self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
+        self.output_norm = RMSNorm(c.dim, c.norm_eps)
+        self.output = None if c.tied_output else nn.Linear(c.dim, c.vocab_size, bias=False)
+        self.grad_checkpoint = False
+        self.apply(self._init)
+        for b in self.blocks:  # scaled init of the residual projections (GPT-2 style)
+            nn.init.normal_(b.attn_output.weight, std=0.02 / math.sqrt(2 * c.n_layers))
+            nn.init.normal_(b.ffn_down.weight, std=0.02 / math.sqrt(2 * c.n_layers))
+
+    @staticmethod
+    def _init(m):
+        if isinstance(m, (nn.Linear, nn.Embedding)):
+            nn.init.normal_(m.weight, std=0.02)
+
+    def forward(self, ids):
+        """ids [B, T] -> logits [B, T, vocab] (positions 0..T-1)."""
+        B, T = ids.shape
+        cos, sin = rope_tables(self.c.head_dim, torch.arange(T), self.c.rope_theta)
+        mask = torch.full((T, T), float("-inf")).triu(1)
+        x = self.token_embd(ids)
+        for b in self.blocks:
+            if self.grad_checkpoint and self.training:
+                x = torch.utils.checkpoint.checkpoint(b, x, cos, sin, mask, use_reentrant=False)
+            else:
+                x = b(x, cos, sin, mask)
+        x = self.output_norm(x)
+        w = self.token_embd.weight if self.output is None else self.output.weight
+        return x @ w.t()
+
+    @torch.no_grad()
+    def greedy(self, ids, n):
+        """Greedy continuation of a batch of equal-length prompts (recomputes the prefix each
+        step: simple and exact; fine for the short answers evaluated here)."""
+        out = ids
+        for _ in range(n):
+            nxt = self.forward(out)[:, -1].argmax(-1, keepdim=True)
+            out = torch.cat([out, nxt], dim=1)
+        return out[:, ids.shape[1]:]
+
+    def num_params(self):
+        return sum(p.numel() for p in self.parameters())

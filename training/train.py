@@ -1,0 +1,192 @@
+#!/usr/bin/python3
+"""Train the small Llama on text + synthetic retrieval episodes, following a curriculum file.
+
+  /usr/bin/python3 training/train.py --curriculum training/curriculum_short.json \
+      --run-dir $CACHE/training/run1 [--threads 2] [--max-minutes 30]
+
+Resumes automatically from RUN_DIR/ckpt.pt (model, optimizer, step, tokens, elapsed time);
+the data of step s is a pure function of (seed, s), so a resumed run continues exactly as an
+uninterrupted one would (bit-exact at the same thread count). A curriculum may be extended
+(more stages appended) and the run resumed with the longer file.
+Loss per token: answer_weight on answer tokens, text_weight on every other token, normalised
+by the sum of weights. Log: RUN_DIR/log.csv (loss vs tokens), RUN_DIR/eval.csv (held-out
+needle accuracy during training).
+"""
+import argparse, csv, json, math, os, shutil, sys, time
+import numpy as np
+import torch
+import torch.nn.functional as F
+import sentencepiece as spm
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import common, data
+from model import Config, Llama
+
+
+def stage_at(stages, step):
+    """(index, stage, first step of the stage) for a global step; None past the end."""
+    start = 0
+    for i, s in enumerate(stages):
+        if step < start + s["steps"]:
+            return i, s, start
+        start += s["steps"]
+    return None
+
+
+def lr_at(stage, k):
+    """Linear warmup to stage lr, then cosine down to lr*min_lr_frac at the end of the stage."""
+    lr, warm, n = stage["lr"], stage.get("warmup", 0), stage["steps"]
+    if k < warm:
+        return lr * (k + 1) / warm
+    t = (k - warm) / max(1, n - warm)
+    lo = lr * stage.get("min_lr_frac", 0.1)
+    return lo + 0.5 * (lr - lo) * (1 + math.cos(math.pi * t))
+
+
+def weighted_loss(logits, targets, mask, answer_weight, text_weight):
+    nll = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), reduction="none").view(targets.shape)
+    w = mask * answer_weight + (1 - mask) * text_weight
+    loss = (nll * w).sum() / w.sum().clamp_min(1e-6)
+    with torch.no_grad():
+        ans = mask > 0
+        a_loss = nll[ans].mean().item() if ans.any() else float("nan")
+        t_loss = nll[~ans].mean().item()
+        a_acc = (logits.argmax(-1)[ans] == targets[ans]).float().mean().item() if ans.any() else float("nan")
+    return loss, a_loss, t_loss, a_acc
+
+
+@torch.no_grad()
+def needle_accuracy(model, maker, seed, seq_len, n, depths=None):
+    """Exact-answer rate of single-needle episodes with HELD-OUT keys and held-out text.
+    Teacher-forced: correct iff the argmax at every answer token (the '▁' and 7 digits) is the
+    target, which is exactly when greedy decoding would produce the answer."""
+    model.eval()
+    rng = np.random.default_rng([seed, 999_999, seq_len])
+    ok = 0
+    for i in range(0, n, 8):
+        xs, ms = [], []
+        for j in range(i, min(n, i + 8)):
+            d = None if depths is None else depths[j % len(depths)]
+            ids, m, _ = maker.single(rng, seq_len, 0.0, depth=d)
+            xs.append(ids); ms.append(m)
+        x = torch.tensor(xs); m = torch.tensor(ms)[:, 1:]
+        m[:, -1] = 0  # the final EOS is not part of the 7-digit answer
+        pred = model(x[:, :-1]).argmax(-1)
+        good = ((pred == x[:, 1:]) | (m == 0)).all(dim=1)
+        ok += int(good.sum())
+    model.train()
+    return ok / n
+
+
+def save(path, obj):
+    tmp = path + ".tmp"
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--curriculum", required=True)
+    ap.add_argument("--run-dir", default=os.path.join(common.WORK_DIR, "run1"))
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--max-minutes", type=float, default=0, help="stop (after a checkpoint) after this long; 0 = run to the end")
+    ap.add_argument("--ckpt-minutes", type=float, default=5)
+    ap.add_argument("--log-every", type=int, default=5)
+    ap.add_argument("--eval-every", type=int, default=50)
+    ap.add_argument("--eval-n", type=int, default=48)
+    ap.add_argument("--stop-at-step", type=int, default=0, help="stop (after a checkpoint) at this step (for tests of resume)")
+    args = ap.parse_args()
+
+    torch.set_num_threads(args.threads)
+    cur = json.load(open(args.curriculum))
+    os.makedirs(args.run_dir, exist_ok=True)
+    shutil.copy(args.curriculum, os.path.join(args.run_dir, "curriculum.json"))
+    ckpt_path = os.path.join(args.run_dir, "ckpt.pt")
+
+    sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
+    cfg = Config(**{**cur["model"], "vocab_size": sp.vocab_size()})
+    seed = cur.get("seed", 1234)
+    torch.manual_seed(seed)
+    model = Llama(cfg)
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2]
+    no_decay = [p for n, p in model.named_parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": cur.get("weight_decay", 0.1)},
+                             {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
+    step, tokens, elapsed = 0, 0, 0.0
+    if os.path.exists(ckpt_path):
+        ck = torch.load(ckpt_path)
+        if ck["config"] != cfg.to_dict():
+            raise SystemExit(f"checkpoint config {ck['config']} differs from curriculum model {cfg.to_dict()}")
+        model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optim"])
+        step, tokens, elapsed = ck["step"], ck["tokens"], ck["elapsed"]
+        print(f"resumed from {ckpt_path}: step {step}, {tokens} tokens, {elapsed/60:.1f} min", flush=True)
+    else:
+        print(f"new run: {model.num_params()} parameters, config {cfg.to_dict()}", flush=True)
+
+    train_maker = data.EpisodeMaker(sp, "train")
+    held_maker = data.EpisodeMaker(sp, "heldout")
+    log_path = os.path.join(args.run_dir, "log.csv")
+    eval_path = os.path.join(args.run_dir, "eval.csv")
+    new_log = not os.path.exists(log_path)
+    logf = open(log_path, "a", newline="")
+    log = csv.writer(logf)
+    if new_log:
+        log.writerow(["step", "tokens", "stage", "seq_len", "batch", "lr", "loss", "answer_loss", "text_loss",
+                      "answer_token_acc", "elapsed_s", "tokens_per_s", "threads"])
+    if not os.path.exists(eval_path):
+        open(eval_path, "w").write("step,tokens,seq_len,heldout_needle_acc,n\n")
+
+    def checkpoint():
+        save(ckpt_path, {"model": model.state_dict(), "optim": opt.state_dict(), "step": step, "tokens": tokens,
+                         "elapsed": elapsed, "config": cfg.to_dict(), "curriculum": cur})
+
+    t_session = time.time(); t_ckpt = time.time()
+    acc = []  # per-step stats since the last log line
+    model.grad_checkpoint = False
+    while True:
+        at = stage_at(cur["stages"], step)
+        if at is None:
+            print("curriculum finished", flush=True)
+            break
+        si, st, s0 = at
+        model.grad_checkpoint = st.get("grad_checkpoint", False)
+        lr = lr_at(st, step - s0)
+        for g in opt.param_groups:
+            g["lr"] = lr
+        t0 = time.time()
+        x, m = train_maker.batch(seed, step, st["batch"], st["seq_len"], st["mix"], 0.0)
+        x = torch.from_numpy(x); m = torch.from_numpy(m)[:, 1:]
+        logits = model(x[:, :-1])
+        loss, a_loss, t_loss, a_acc = weighted_loss(logits, x[:, 1:], m, st.get("answer_weight", 1.0), st.get("text_weight", 0.0))
+        opt.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), cur.get("grad_clip", 1.0))
+        opt.step()
+        dt = time.time() - t0
+        step += 1; tokens += x.shape[0] * (x.shape[1] - 1); elapsed += dt
+        acc.append((loss.item(), a_loss, t_loss, a_acc, dt, x.shape[0] * (x.shape[1] - 1)))
+        if step % args.log_every == 0:
+            a = np.array(acc, dtype=np.float64)
+            row = [step, tokens, st.get("name", si), st["seq_len"], st["batch"], f"{lr:.3e}",
+                   f"{a[:,0].mean():.4f}", f"{np.nanmean(a[:,1]):.4f}", f"{a[:,2].mean():.4f}", f"{np.nanmean(a[:,3]):.3f}",
+                   f"{elapsed:.1f}", f"{a[:,5].sum()/a[:,4].sum():.0f}", args.threads]
+            log.writerow(row); logf.flush(); acc = []
+            print(" ".join(str(v) for v in row), flush=True)
+        if step % args.eval_every == 0 or stage_at(cur["stages"], step) is None or stage_at(cur["stages"], step)[0] != si:
+            te = time.time()
+            a = needle_accuracy(model, held_maker, seed, st["seq_len"], args.eval_n)
+            open(eval_path, "a").write(f"{step},{tokens},{st['seq_len']},{a:.4f},{args.eval_n}\n")
+            print(f"eval step {step}: held-out single-needle accuracy at {st['seq_len']}: {a:.3f} ({time.time()-te:.0f}s)", flush=True)
+        stop = (args.max_minutes and time.time() - t_session > args.max_minutes * 60) or \
+               (args.stop_at_step and step >= args.stop_at_step)
+        if stop or time.time() - t_ckpt > args.ckpt_minutes * 60:
+            checkpoint(); t_ckpt = time.time()
+        if stop:
+            print(f"stopping at step {step} (checkpoint saved)", flush=True)
+            return
+    checkpoint()
+
+
+if __name__ == "__main__":
+    main()
