@@ -153,11 +153,12 @@ void set_gemm_counters(benchmark::State& state, int64_t n) {
 void BM_Matmul(benchmark::State& state) {
   const DType t = kTypes[state.range(0)];
   const int64_t n = state.range(1);
+  const int threads = static_cast<int>(state.range(2));
   const auto w = random_weights(t, kGemmDim, kGemmDim);
   const auto X = random_floats(n * kGemmDim);
   std::vector<float> Y(n * kGemmDim);
   for (auto _ : state) {
-    mp::kernels::matmul(t, w.data(), kGemmDim, kGemmDim, X.data(), n, Y.data(), 2);
+    mp::kernels::matmul(t, w.data(), kGemmDim, kGemmDim, X.data(), n, Y.data(), threads);
     benchmark::ClobberMemory();
   }
   state.SetLabel(std::string(mp::dtype_name(t)));
@@ -165,15 +166,17 @@ void BM_Matmul(benchmark::State& state) {
 }
 void matmul_args(benchmark::internal::Benchmark* b) {
   for (int t : {0, 1, 3, 4, 5, 6})
-    for (int n : {64, 256, 512}) b->Args({t, n});
+    for (int n : {64, 256, 512}) b->Args({t, n, 2});
+  for (int n : {64, 256, 512}) b->Args({0, n, 1});  // single-thread F32 vs single-thread sgemm
 }
-BENCHMARK(BM_Matmul)->Apply(matmul_args)->ArgNames({"type", "n"})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Matmul)->Apply(matmul_args)->ArgNames({"type", "n", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_Sgemm(benchmark::State& state) {
   const Blas& b = blas();
   if (!b.sgemm) return state.SkipWithError("OpenBLAS (libopenblas.so.0) not found");
-  if (b.set_threads) b.set_threads(2);
   const int64_t n = state.range(0);
+  const int threads = static_cast<int>(state.range(1));
+  if (b.set_threads) b.set_threads(threads);
   const auto W = random_floats(kGemmDim * kGemmDim);
   const auto X = random_floats(n * kGemmDim);
   std::vector<float> Y(n * kGemmDim);
@@ -186,7 +189,9 @@ void BM_Sgemm(benchmark::State& state) {
   state.SetLabel("cblas_sgemm F32");
   set_gemm_counters(state, n);
 }
-BENCHMARK(BM_Sgemm)->Arg(64)->Arg(256)->Arg(512)->ArgName("n")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Sgemm)
+    ->ArgsProduct({{64, 256, 512}, {2, 1}})
+    ->ArgNames({"n", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -9,6 +9,10 @@
 # options + targets) matches and the binaries exist; llama-dump is rebuilt only
 # when the sha256 of its source (or the llama.cpp stamp) changes.
 #
+#   --lib-only   build only the `llama` library target (+ llama-dump), e.g. for CI where
+#                the interop test needs nothing else; an existing full build counts as
+#                up to date. Default (no flag): all targets below.
+#
 # Env:
 #   MAGICPIG_CACHE       cache dir (default: $HOME/.cache/magicpig)
 #   MAGICPIG_PEER_JOBS   parallel compile jobs (default: 2)
@@ -24,9 +28,18 @@ SRC="$CACHE/llama.cpp"
 BUILD="$SRC/build"
 BIN="$CACHE/bin"
 DUMP_SRC="$REPO_ROOT/tools/peer/llama_dump.cpp"
+LIB_ONLY=0
 
 log() { echo "build_peer: $*"; }
 die() { echo "build_peer: ERROR: $*" >&2; exit 1; }
+
+for arg in "$@"; do
+    case "$arg" in
+        --lib-only) LIB_ONLY=1 ;;
+        -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
+        *) die "unknown argument '$arg' (only --lib-only is accepted)" ;;
+    esac
+done
 
 for tool in cmake "$CXX" sha256sum git; do
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
@@ -57,11 +70,25 @@ TARGETS=(llama llama-bench llama-tokenize llama-simple test-tokenizer-0)
 EXES=(llama-bench llama-tokenize llama-simple test-tokenizer-0)
 
 COMMIT="$(git -C "$SRC" rev-parse HEAD)"
-PEER_STAMP_VALUE="$(printf '%s\n' "$COMMIT" "$GENERATOR" "${CMAKE_OPTS[*]}" "${TARGETS[*]}" | sha256sum | cut -d' ' -f1)"
+stamp_of() { printf '%s\n' "$COMMIT" "$GENERATOR" "${CMAKE_OPTS[*]}" "$*" | sha256sum | cut -d' ' -f1; }
+FULL_STAMP_VALUE="$(stamp_of "${TARGETS[*]}")"
+PEER_STAMP_VALUE="$FULL_STAMP_VALUE"
 PEER_STAMP="$BUILD/.magicpig-build.stamp"
+if [ "$LIB_ONLY" = 1 ]; then
+    TARGETS=(llama)
+    EXES=()
+    PEER_STAMP_VALUE="$(stamp_of "${TARGETS[*]}")"
+fi
 
 peer_up_to_date() {
-    [ -f "$PEER_STAMP" ] && [ "$(cat "$PEER_STAMP")" = "$PEER_STAMP_VALUE" ] || return 1
+    [ -f "$PEER_STAMP" ] || return 1
+    local have
+    have="$(cat "$PEER_STAMP")"
+    # a full build also satisfies --lib-only; keep its stamp (and so llama-dump's) then
+    if [ "$LIB_ONLY" = 1 ] && [ "$have" = "$FULL_STAMP_VALUE" ]; then
+        PEER_STAMP_VALUE="$FULL_STAMP_VALUE"
+    fi
+    [ "$have" = "$PEER_STAMP_VALUE" ] || return 1
     local e
     for e in "${EXES[@]}"; do [ -x "$BUILD/bin/$e" ] || return 1; done
     [ -e "$BUILD/bin/libllama.so" ] || return 1
@@ -79,7 +106,7 @@ else
     t0=$(date +%s)
     cmake -S "$SRC" -B "$BUILD" -G "$GENERATOR" "${CMAKE_OPTS[@]}" >"$CACHE/llama.cpp-cmake.log" 2>&1 \
         || { tail -n 40 "$CACHE/llama.cpp-cmake.log" >&2; die "cmake configure failed (log: $CACHE/llama.cpp-cmake.log)"; }
-    log "building targets: ${TARGETS[*]} (-j $JOBS; this takes ~10-15 min on 2 cores)"
+    log "building targets: ${TARGETS[*]} (-j $JOBS; on 2 cores ~10-15 min, --lib-only less)"
     cmake --build "$BUILD" --config Release -j "$JOBS" --target "${TARGETS[@]}" \
         || die "llama.cpp build failed"
     echo "$PEER_STAMP_VALUE" >"$PEER_STAMP"
@@ -109,4 +136,5 @@ fi
 
 log "binaries:"
 for e in "${EXES[@]}"; do echo "  $BUILD/bin/$e"; done
+echo "  $BUILD/bin/libllama.so"
 echo "  $DUMP_BIN"

@@ -90,10 +90,12 @@ class EpisodeMaker:
     def number(rng):
         return str(int(rng.integers(1_000_000, 10_000_000)))
 
-    def assemble(self, rng, seq_len, needles, depths, tail, text_weight):
+    def assemble(self, rng, seq_len, needles, depths, tail, text_weight, strict=False):
         """needles: token lists placed at depths (fractions); tail: list of (tokens, is_answer)
         appended after the haystack. Returns (ids[seq_len+1], weights[seq_len+1])."""
         fixed = 1 + sum(len(n) for n in needles) + sum(len(t) for t, _ in tail)
+        if strict and fixed > seq_len + 1:  # training tolerates a cut tail; evaluation must not
+            raise ValueError(f"episode needs {fixed} tokens, more than seq_len+1={seq_len + 1}")
         hay = self.haystack(rng, seq_len + 1 - fixed)
         order = np.argsort(depths, kind="stable")
         pts = self.insert_points(rng, hay, [depths[i] for i in order])
@@ -110,7 +112,7 @@ class EpisodeMaker:
         return ids[:seq_len + 1], w[:seq_len + 1]
 
     # ---- episode kinds -------------------------------------------------------------------
-    def single(self, rng, seq_len, text_weight, n_distractors=0, depth=None, key=None):
+    def single(self, rng, seq_len, text_weight, n_distractors=0, depth=None, key=None, strict=False):
         keys = rng.choice(len(self.keys), size=1 + n_distractors, replace=False)
         keys = [self.keys[k] for k in keys]
         if key is not None:
@@ -122,7 +124,7 @@ class EpisodeMaker:
             depths[0] = depth
         q = self.enc(QUESTION.format(key=keys[0]))
         a = self.answer_tokens(vals[0])
-        ids, w = self.assemble(rng, seq_len, needles, depths, [(q, False), (a, True), ([self.eos], True)], text_weight)
+        ids, w = self.assemble(rng, seq_len, needles, depths, [(q, False), (a, True), ([self.eos], True)], text_weight, strict)
         return ids, w, vals[0]
 
     def answer_tokens(self, value):

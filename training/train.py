@@ -56,18 +56,18 @@ def weighted_loss(logits, targets, mask, answer_weight, text_weight):
 
 
 @torch.no_grad()
-def needle_accuracy(model, maker, seed, seq_len, n, depths=None):
+def needle_accuracy(model, maker, seed, seq_len, n, depths=None, n_distractors=0, batch=8):
     """Exact-answer rate of single-needle episodes with HELD-OUT keys and held-out text.
     Teacher-forced: correct iff the argmax at every answer token (the '▁' and 7 digits) is the
     target, which is exactly when greedy decoding would produce the answer."""
     model.eval()
     rng = np.random.default_rng([seed, 999_999, seq_len])
     ok = 0
-    for i in range(0, n, 8):
+    for i in range(0, n, batch):
         xs, ms = [], []
-        for j in range(i, min(n, i + 8)):
+        for j in range(i, min(n, i + batch)):
             d = None if depths is None else depths[j % len(depths)]
-            ids, m, _ = maker.single(rng, seq_len, 0.0, depth=d)
+            ids, m, _ = maker.single(rng, seq_len, 0.0, n_distractors=n_distractors, depth=d, strict=True)
             xs.append(ids); ms.append(m)
         x = torch.tensor(xs); m = torch.tensor(ms)[:, 1:]
         m[:, -1] = 0  # the final EOS is not part of the 7-digit answer
@@ -95,12 +95,12 @@ def main():
     ap.add_argument("--eval-every", type=int, default=50)
     ap.add_argument("--eval-n", type=int, default=48)
     ap.add_argument("--stop-at-step", type=int, default=0, help="stop (after a checkpoint) at this step (for tests of resume)")
+    ap.add_argument("--allow-curriculum-change", action="store_true")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
     cur = json.load(open(args.curriculum))
     os.makedirs(args.run_dir, exist_ok=True)
-    shutil.copy(args.curriculum, os.path.join(args.run_dir, "curriculum.json"))
     ckpt_path = os.path.join(args.run_dir, "ckpt.pt")
 
     sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
@@ -120,10 +120,24 @@ def main():
             raise SystemExit(f"checkpoint config {ck['config']} differs from curriculum model {cfg.to_dict()}")
         model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optim"])
         step, tokens, elapsed = ck["step"], ck["tokens"], ck["elapsed"]
+        # the stages already (partly) trained must be the ones this checkpoint was trained with;
+        # only appending stages (or lengthening the last, unfinished, one) keeps resume exact
+        done, start = [], 0
+        for s in ck["curriculum"]["stages"]:
+            if start >= step:
+                break
+            done.append(s); start += s["steps"]
+        now = cur["stages"][:len(done)]
+        same = all(a == b for a, b in zip(done[:-1], now[:-1])) and len(now) == len(done) and \
+            (not done or {k: v for k, v in done[-1].items() if k != "steps"} == {k: v for k, v in now[-1].items() if k != "steps"})
+        if not same and not args.allow_curriculum_change:
+            raise SystemExit("the curriculum's stages up to the checkpoint's step differ from the ones it was "
+                             "trained with (see RUN_DIR/curriculum.json); pass --allow-curriculum-change to go on anyway")
         print(f"resumed from {ckpt_path}: step {step}, {tokens} tokens, {elapsed/60:.1f} min", flush=True)
     else:
         print(f"new run: {model.num_params()} parameters, config {cfg.to_dict()}", flush=True)
 
+    shutil.copy(args.curriculum, os.path.join(args.run_dir, "curriculum.json"))
     train_maker = data.EpisodeMaker(sp, "train")
     held_maker = data.EpisodeMaker(sp, "heldout")
     log_path = os.path.join(args.run_dir, "log.csv")

@@ -71,7 +71,7 @@ void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, 
     std::vector<float> rowbuf(kPanel * kKc);
     std::vector<float> packed(kPanel * kKc + 16);
     float* wp = packed.data() + ((64 - reinterpret_cast<uintptr_t>(packed.data()) % 64) % 64) / 4;  // 64-byte aligned
-#pragma omp for schedule(static)
+#pragma omp for schedule(dynamic, 1)  // panels are large; see matvec for why dynamic
     for (int64_t p = 0; p < n_panels; ++p) {
       const int64_t r0 = p * kPanel;
       const int nr = static_cast<int>(std::min<int64_t>(kPanel, rows - r0));
