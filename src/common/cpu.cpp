@@ -36,7 +36,7 @@ CpuFeatures detect_cpu() {
   return f;
 }
 
-Isa best_isa() {
+static Isa detect_best_isa() {
   const CpuFeatures f = detect_cpu();
   const bool avx2 = f.avx2 && f.fma && f.f16c;
   if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return Isa::Avx512;
@@ -44,7 +44,14 @@ Isa best_isa() {
   return Isa::Scalar;
 }
 
-Isa selected_isa() {
+// cpuid traps to the hypervisor on VMs (microseconds), so both answers are computed once per
+// process; they never change while it runs.
+Isa best_isa() {
+  static const Isa isa = detect_best_isa();
+  return isa;
+}
+
+static Isa detect_selected_isa() {
   Isa isa = best_isa();
   if (const char* env = std::getenv("MAGICPIG_ISA")) {
     Isa cap = isa;
@@ -53,6 +60,11 @@ Isa selected_isa() {
     else if (!std::strcmp(env, "avx512")) cap = Isa::Avx512;
     isa = std::min(isa, cap);
   }
+  return isa;
+}
+
+Isa selected_isa() {
+  static const Isa isa = detect_selected_isa();
   return isa;
 }
 

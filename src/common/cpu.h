@@ -16,7 +16,8 @@ struct CpuFeatures {
 CpuFeatures detect_cpu();
 // Highest ISA this CPU supports (AVX2 path needs avx2+fma+f16c; AVX-512 needs f/bw/vl/dq too).
 Isa best_isa();
-// best_isa() capped by the MAGICPIG_ISA environment variable, read once per call.
+// best_isa() capped by the MAGICPIG_ISA environment variable. Both are evaluated once per
+// process (cheap to call in loops).
 Isa selected_isa();
 std::string_view isa_name(Isa isa);
 

@@ -1,0 +1,127 @@
+#!/usr/bin/python3
+"""Fast self-checks of the training pipeline (about a minute on one core):
+  1. RoPE: apply_rope equals llama.cpp's adjacent-pair rotation written with complex numbers.
+  2. GQA/attention: the model's causal attention equals a per-head loop reference.
+  3. Exact resume: 6 steps in one go == 3 steps, checkpoint, resume, 3 more (bit-identical).
+  4. Export: the GGUF written by export_gguf.py parses back (own reader) with the right
+     metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
+  /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
+"""
+import json, os, struct, subprocess, sys, tempfile
+import numpy as np
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from model import Config, Llama, apply_rope, rope_tables
+
+torch.set_num_threads(1)
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what, flush=True)
+    if not cond:
+        failures.append(what)
+
+
+# 1. RoPE convention -----------------------------------------------------------------------
+D, T, theta = 8, 5, 10000.0
+x = torch.randn(1, 1, T, D)
+cos, sin = rope_tables(D, torch.arange(T), theta)
+got = apply_rope(x, cos, sin)
+ref = torch.empty_like(x)
+for p in range(T):
+    for i in range(D // 2):
+        z = complex(x[0, 0, p, 2 * i], x[0, 0, p, 2 * i + 1]) * np.exp(1j * p * theta ** (-2 * i / D))
+        ref[0, 0, p, 2 * i], ref[0, 0, p, 2 * i + 1] = z.real, z.imag
+check(torch.allclose(got, ref, atol=1e-5), "RoPE rotates adjacent pairs (GGUF/llama.cpp convention)")
+
+# 2. attention with GQA against a loop reference ----------------------------------------------
+c = Config(vocab_size=50, dim=32, n_layers=1, n_heads=4, n_kv_heads=2, ffn_dim=48)
+torch.manual_seed(0)
+m = Llama(c); b = m.blocks[0]
+h = torch.randn(1, 6, c.dim)
+with torch.no_grad():
+    cos, sin = rope_tables(c.head_dim, torch.arange(6), c.rope_theta)
+    mask = torch.full((6, 6), float("-inf")).triu(1)
+    out = b(h, cos, sin, mask)
+    a = b.attn_norm(h)
+    q = apply_rope(b.attn_q(a).view(1, 6, 4, 8).transpose(1, 2), cos, sin)
+    k = apply_rope(b.attn_k(a).view(1, 6, 2, 8).transpose(1, 2), cos, sin)
+    v = b.attn_v(a).view(1, 6, 2, 8).transpose(1, 2)
+    o = torch.zeros(1, 6, 4, 8)
+    for hh in range(4):
+        kv = hh // 2  # query head h reads KV head h // group
+        for t in range(6):
+            s = torch.softmax(torch.stack([q[0, hh, t] @ k[0, kv, u] / 8 ** 0.5 for u in range(t + 1)]), 0)
+            o[0, t, hh] = sum(s[u] * v[0, kv, u] for u in range(t + 1))
+    x1 = h + b.attn_output(o.reshape(1, 6, 32))
+    f = b.ffn_norm(x1)
+    ref = x1 + b.ffn_down(torch.nn.functional.silu(b.ffn_gate(f)) * b.ffn_up(f))
+check(torch.allclose(out, ref, atol=1e-5), "causal GQA attention + SwiGLU block equals the loop reference")
+
+# 3. exact resume ------------------------------------------------------------------------------
+cur = {"seed": 7, "model": {"dim": 64, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1, "ffn_dim": 96, "max_seq_len": 256},
+       "stages": [{"name": "a", "steps": 3, "seq_len": 96, "batch": 2, "lr": 1e-3, "warmup": 2, "text_weight": 0.1,
+                   "mix": {"single": 1, "multiquery": 1, "text": 1}},
+                  {"name": "b", "steps": 3, "seq_len": 128, "batch": 2, "lr": 1e-3, "warmup": 1, "text_weight": 0.1,
+                   "mix": {"multikey": 1, "multivalue": 1, "vartrack": 1}}]}
+with tempfile.TemporaryDirectory() as tmp:
+    cf = os.path.join(tmp, "cur.json"); json.dump(cur, open(cf, "w"))
+    run = lambda d, *extra: subprocess.run([sys.executable, os.path.join(HERE, "train.py"), "--curriculum", cf,
+                                            "--run-dir", os.path.join(tmp, d), "--log-every", "1", "--eval-every", "100",
+                                            "--eval-n", "2", *extra], check=True, capture_output=True, text=True)
+    run("one")
+    run("two", "--stop-at-step", "3")
+    run("two")
+    a = torch.load(os.path.join(tmp, "one", "ckpt.pt")); b = torch.load(os.path.join(tmp, "two", "ckpt.pt"))
+    check(a["step"] == b["step"] == 6 and a["tokens"] == b["tokens"], "resume reaches the same step and token count")
+    check(all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]), "resumed weights are bit-identical to an uninterrupted run")
+    rows = open(os.path.join(tmp, "one", "log.csv")).read().splitlines()
+    check(len(rows) == 7 and rows[0].startswith("step,tokens"), "log.csv has a header and one row per logged step")
+
+    # 4. export ------------------------------------------------------------------------------
+    g = os.path.join(tmp, "m.gguf")
+    subprocess.run([sys.executable, os.path.join(HERE, "export_gguf.py"), "--ckpt", os.path.join(tmp, "one", "ckpt.pt"), "-o", g],
+                   check=True, capture_output=True)
+    buf = open(g, "rb").read()
+    pos = 0
+    def rd(fmt):
+        global pos
+        v = struct.unpack_from("<" + fmt, buf, pos); pos += struct.calcsize("<" + fmt); return v if len(v) > 1 else v[0]
+    def rs():
+        global pos
+        n = rd("Q"); s = buf[pos:pos + n].decode(); pos += n; return s
+    sizes = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+    def val(t):
+        if t == 8: return rs()
+        if t == 9:
+            et, n = rd("I"), rd("Q"); return [val(et) for _ in range(n)]
+        return rd(sizes[t])
+    check(buf[:4] == b"GGUF", "GGUF magic"); pos = 4
+    ver, nt, nkv = rd("I"), rd("Q"), rd("Q")
+    meta = {}
+    for _ in range(nkv):
+        k = rs(); meta[k] = val(rd("I"))
+    infos = []
+    for _ in range(nt):
+        n = rs(); nd = rd("I"); ne = [rd("Q") for _ in range(nd)]; infos.append((n, ne, rd("I"), rd("Q")))
+    data0 = (pos + 31) // 32 * 32
+    check(ver == 3 and meta["general.architecture"] == "llama" and meta["llama.block_count"] == 2
+          and meta["llama.attention.head_count_kv"] == 1 and meta["llama.rope.dimension_count"] == 32
+          and meta["tokenizer.ggml.model"] == "llama", "GGUF llama metadata")
+    toks, types = meta["tokenizer.ggml.tokens"], meta["tokenizer.ggml.token_type"]
+    check(types[0] == 2 and types[1] == 3 and types[2] == 3 and types[3] == 6 and toks[3] == "<0x00>" and types[300] == 1,
+          "token types: unk 2, control 3, byte 6, normal 1")
+    st = a["model"]; byname = {n: (ne, t, off) for n, ne, t, off in infos}
+    ne, t, off = byname["blk.1.attn_k.weight"]
+    w = st["blocks.1.attn_k.weight"]
+    arr = np.frombuffer(buf, dtype="<f2", count=w.numel(), offset=data0 + off).reshape(w.shape)
+    check(ne == [64, 32] and t == 1 and np.array_equal(arr, w.numpy().astype(np.float16)), "blk.1.attn_k.weight: ne [in, out], F16 data equal")
+    ne, t, off = byname["output_norm.weight"]
+    check(t == 0 and ne == [64], "norms are F32")
+    check(len(infos) == 2 + 2 * 9 + 1, "tensor count (embedding, 9 per block, output norm, output)")
+
+print("all checks passed" if not failures else f"{len(failures)} check(s) FAILED")
+sys.exit(1 if failures else 0)
