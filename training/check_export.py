@@ -2,7 +2,8 @@
 """Check an exported GGUF against the PyTorch model it came from, through our engine:
   1. `magicpig tokenize` gives the same ids as SentencePiece ([BOS] + encode(prompt));
   2. `magicpig run --temp 0` (dense attention, f16 KV cache) continues the prompt with the same
-     text as PyTorch's greedy decoding of the same ids (weights rounded to f16 as in the file).
+     text as PyTorch's greedy decoding of the same ids (weights rounded to f16 as in the file);
+  3. when the peer is built (scripts/build_peer.sh), llama.cpp's `llama-simple` (greedy) too.
 
   /usr/bin/python3 training/check_export.py --ckpt CKPT --gguf FILE [--magicpig build-lead/bin/magicpig] [-n 32]
 Exit status 0 when every prompt matches.
@@ -32,6 +33,8 @@ def main():
     ap.add_argument("--magicpig", default="build-lead/bin/magicpig")
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--llama-simple", default=os.path.join(common.CACHE, "llama.cpp", "build", "bin", "llama-simple"),
+                    help="llama.cpp's llama-simple for a third opinion (skipped if absent)")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
@@ -65,6 +68,13 @@ def main():
         ok = out == ref
         failures += not ok
         print(f"{'OK  ' if ok else 'DIFF'} {p[:50]!r}...\n  torch:    {ref!r}\n  magicpig: {out!r}")
+        if os.path.exists(a.llama_simple):
+            r = subprocess.run([a.llama_simple, "-m", a.gguf, "-n", str(a.n), p], capture_output=True, text=True, check=True)
+            peer = r.stdout.split(p, 1)[1] if p in r.stdout else r.stdout
+            peer = peer.rstrip("\n") if not ref.endswith("\n") else peer
+            ok2 = peer == ref
+            failures += not ok2
+            print(f"  llama.cpp {peer!r} {'OK' if ok2 else 'DIFF'}")
     print("all prompts match" if failures == 0 else f"{failures} prompt(s) differ")
     sys.exit(1 if failures else 0)
 

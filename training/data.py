@@ -8,7 +8,8 @@ run sees exactly the data it would have seen without the interruption.
 
 Episode kinds (RULER names): single (one needle), multikey (one asked, distractor needles with
 other keys), multivalue (one key, several numbers, all asked), multiquery (several needles,
-every key asked in turn: many recall events per sequence), vartrack (variable chains), text.
+every key asked in turn: many recall events per sequence), vartrack (variable chains), text,
+and repeat (a text segment twice, loss on the copy: forms induction heads quickly).
 Key words come from the corpora; a fixed hash puts 10% of them in a HELD-OUT vocabulary that
 training never uses as needle keys (evaluate.py uses only those).
 """
@@ -161,6 +162,16 @@ class EpisodeMaker:
         ans = self.enc(VT_QUESTION.format(value=value) + " " + " ".join(names))[len(q):]
         return self.assemble(rng, seq_len, needles, depths, [(q, False), (ans, True), ([self.eos], True)], text_weight)[:2]
 
+    def repeat(self, rng, seq_len):
+        """A text segment followed by the same segment again; the second copy is the answer.
+        Every token of the copy is a recall event for an induction (copy) head, which is what
+        needle retrieval is built on — dense supervision for forming it fast."""
+        n = seq_len // 2
+        seg = self.haystack(rng, n)
+        ids = [self.bos] + seg + seg + self.haystack(rng, seq_len - 2 * n)
+        mask = [0.0] * (n + 2) + [1.0] * (n - 1) + [0.0] * (seq_len - 2 * n)
+        return ids, mask
+
     def text(self, rng, seq_len):
         ids = [self.bos] + self.haystack(rng, seq_len)
         return ids, [0.0] * (seq_len + 1)
@@ -185,6 +196,8 @@ class EpisodeMaker:
             return self.vartrack(rng, seq_len, text_weight, hops=int(rng.integers(2, fit + 1)))
         if kind == "text":
             return self.text(rng, seq_len)
+        if kind == "repeat":
+            return self.repeat(rng, seq_len)
         raise ValueError(f"unknown episode kind {kind}")
 
     def batch(self, seed, step, batch, seq_len, mix, text_weight):

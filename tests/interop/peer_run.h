@@ -34,7 +34,10 @@ struct Run {
 
 inline std::string join_ids(const std::vector<int32_t>& ids) {
   std::string s;
-  for (int32_t t : ids) s += (s.empty() ? "" : ",") + std::to_string(t);
+  for (int32_t t : ids) {
+    if (!s.empty()) s += ',';
+    s += std::to_string(t);
+  }
   return s;
 }
 
