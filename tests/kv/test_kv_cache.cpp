@@ -28,7 +28,7 @@ TEST(KvCache, WritesRowsPerHeadAndForksValidPositions) {
     }
     c.mark_prompt_end();
     const KvCache fork(c);
-    for (const KvCache* cache : {&c, &fork}) {
+    for (const KvCache* cache : {static_cast<const KvCache*>(&c), &fork}) {
       const KvView view = cache->view(1);
       EXPECT_EQ(view.n_tokens, 5);
       EXPECT_EQ(view.n_prompt, 5);
