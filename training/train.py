@@ -78,6 +78,18 @@ def needle_accuracy(model, maker, seed, seq_len, n, depths=None, n_distractors=0
     return ok / n
 
 
+def load_curriculum(path):
+    """A curriculum may say {"extends": "other.json", "stages": [...]}: the other file's settings
+    and stages come first, these stages are appended (so a longer run keeps the short run's
+    stages byte for byte and can resume its checkpoint)."""
+    cur = json.load(open(path))
+    if "extends" in cur:
+        base = load_curriculum(os.path.join(os.path.dirname(os.path.abspath(path)), cur["extends"]))
+        stages = base["stages"] + cur["stages"]
+        cur = {**base, **{k: v for k, v in cur.items() if k not in ("extends", "stages")}, "stages": stages}
+    return cur
+
+
 def save(path, obj):
     tmp = path + ".tmp"
     torch.save(obj, tmp)
@@ -99,7 +111,7 @@ def main():
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
-    cur = json.load(open(args.curriculum))
+    cur = load_curriculum(args.curriculum)
     os.makedirs(args.run_dir, exist_ok=True)
     ckpt_path = os.path.join(args.run_dir, "ckpt.pt")
 
@@ -137,7 +149,7 @@ def main():
     else:
         print(f"new run: {model.num_params()} parameters, config {cfg.to_dict()}", flush=True)
 
-    shutil.copy(args.curriculum, os.path.join(args.run_dir, "curriculum.json"))
+    json.dump(cur, open(os.path.join(args.run_dir, "curriculum.json"), "w"), indent=1)
     train_maker = data.EpisodeMaker(sp, "train")
     held_maker = data.EpisodeMaker(sp, "heldout")
     log_path = os.path.join(args.run_dir, "log.csv")

@@ -2,10 +2,12 @@
 
 #include <sys/resource.h>
 
+#include <cmath>
 #include <fstream>
 #include <string>
 
 #include "common/error.h"
+#include "common/rng.h"
 #include "model/forward.h"
 
 namespace mp {
@@ -85,6 +87,38 @@ void Sequence::prefill(std::span<const int32_t> tokens, bool all_logits,
   forward_prefill(model_, backend_, cache_, tokens, logits_.data(), all_logits, opt_.n_threads,
                   opt_.prefill_chunk, progress);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
+}
+
+void Sequence::fill_random(int64_t n, uint64_t seed) {
+  check(!prompt_finished_, "fill_random after decoding started");
+  const int64_t start = cache_.n_tokens();
+  check(n >= 0 && start + n <= cache_.shape().capacity, "random fill of " + std::to_string(n) +
+                                                          " tokens does not fit the context");
+  const HParams& hp = model_.hp;
+  const int kd = hp.n_kv_head * hp.head_dim;
+  Rng rng(seed);
+  auto gaussian = [&rng] {
+    const double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
+    return float(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
+  };
+  std::vector<float> mean(size_t(hp.n_layer) * kd), k(kd), v(kd);
+  for (int l = 0; l < hp.n_layer; ++l)
+    for (int h = 0; h < hp.n_kv_head; ++h) {
+      float* m = &mean[size_t(l) * kd + size_t(h) * hp.head_dim];
+      double norm = 0;
+      for (int d = 0; d < hp.head_dim; ++d) norm += double(m[d] = gaussian()) * m[d];
+      for (int d = 0; d < hp.head_dim; ++d) m[d] *= float(2.0 / std::sqrt(norm));
+    }
+  for (int64_t pos = start; pos < start + n; ++pos)
+    for (int l = 0; l < hp.n_layer; ++l) {
+      for (int i = 0; i < kd; ++i) {
+        k[i] = mean[size_t(l) * kd + i] + gaussian();
+        v[i] = gaussian();
+      }
+      cache_.write(l, pos, k.data(), v.data());
+    }
+  cache_.set_n_tokens(start + n);
+  tokens_.insert(tokens_.end(), size_t(n), 0);
 }
 
 void Sequence::finish_prompt() {

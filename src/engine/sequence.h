@@ -35,6 +35,11 @@ class Sequence {
   // all_logits: keep logits of every token (for perplexity), else only the last.
   void prefill(std::span<const int32_t> tokens, bool all_logits = false,
                const std::function<void(int64_t, int64_t)>& progress = {});
+  // Fills n prompt positions of every layer with synthetic K/V instead of running the model,
+  // for fast speed sweeps at large depth (magicpig bench --depth-fill random). Keys of KV head
+  // h are N(m_h, I) with a random per-head offset |m_h| = 2 (real keys share a direction,
+  // which is why MagicPIG centres them); values are N(0, I). Token ids recorded as 0.
+  void fill_random(int64_t n, uint64_t seed);
   // Decodes one token through the attention policy (the first call ends the prompt and lets
   // the policy build its per-layer structures).
   void step(int32_t token);

@@ -18,6 +18,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n);
 // Throws mp::Error unless t is one of the DType enumerators (guards casts from raw file ids).
 void check_weight_type(DType t);
 // Dot of one weight row with an f32 vector: scalar reference and dispatched version.
+// dot_row prepares (quantises) x on every call: for many rows against one x use matvec.
 float dot_row_ref(DType t, const void* row, const float* x, int64_t n);
 float dot_row(DType t, const void* row, const float* x, int64_t n, Isa isa = selected_isa());
 

@@ -115,3 +115,34 @@ TEST_F(Cli, EmptyFile) {
 
 }  // namespace
 }  // namespace mp
+
+namespace mp {
+namespace {
+
+TEST_F(Cli, BenchPrintsLlamaBenchJsonRowsPerPolicy) {
+  const test::CommandResult r = test::run_command(
+      kBin + " bench -m " + model() + " -p 16 -n 4 -d 0,32 --attn dense,streaming -r 2 -t 1 -o json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // 2 depths x 2 policies x (pp, tg) rows, with llama-bench's field names.
+  size_t rows = 0;
+  for (size_t p = r.output.find("\"avg_ts\""); p != std::string::npos; p = r.output.find("\"avg_ts\"", p + 1)) ++rows;
+  EXPECT_EQ(rows, 8u) << r.output;
+  for (const char* field : {"\"n_prompt\": 16", "\"n_gen\": 4", "\"n_depth\": 32", "\"stddev_ts\"", "\"avg_ns\"",
+                            "\"stddev_ns\"", "\"attn\": \"streaming\"", "\"n_seq\": 1", "\"K\": 10", "\"L\": 150"})
+    EXPECT_NE(r.output.find(field), std::string::npos) << field;
+}
+
+TEST_F(Cli, BenchRandomDepthFillMarkdown) {
+  const test::CommandResult r = test::run_command(
+      kBin + " bench -m " + model() + " -p 0 -n 4 -d 200 --attn magicpig --depth-fill random -r 1 -t 1 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| tg4 @ d200 |"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("synthetic K/V"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, BenchRefusesBatchedSequencesForNow) {
+  expect_error("bench -m " + model() + " -np 4", "-np 4");
+}
+
+}  // namespace
+}  // namespace mp

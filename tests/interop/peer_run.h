@@ -69,8 +69,9 @@ inline void run_llama_dump(const std::string& exe, const std::string& model, con
 // out.tokens holds magicpig's own argmax at every row, so where it equals `feed` the two
 // greedy decodes are identical.
 inline void run_magicpig(const Model& m, const std::vector<int32_t>& prompt, const std::vector<int32_t>& feed,
-                         Run& out) {
+                         Run& out, int prefill_chunk = 512) {
   SequenceOptions so;
+  so.prefill_chunk = prefill_chunk;
   so.n_ctx = int64_t(prompt.size() + feed.size() + 1);
   so.kv_type = DType::F16;
   so.n_threads = 2;

@@ -11,11 +11,12 @@
 
 namespace mp::cli {
 
-void add_model_options(Args& a, ModelOptions& o, bool with_ctx) {
+void add_model_options(Args& a, ModelOptions& o, bool with_ctx, bool with_threads) {
   a.value({"-m", "--model"}, "FILE", "GGUF model (default: $MAGICPIG_MODEL, then models/default.gguf)",
           [&o](const std::string& v) { o.model = v; });
-  a.value({"-t", "--threads"}, "N", "threads (default: all cores)",
-          [&o](const std::string& v) { o.n_threads = int(parse_int("-t", v, 1, 1024)); });
+  if (with_threads)
+    a.value({"-t", "--threads"}, "N", "threads (default: all cores)",
+            [&o](const std::string& v) { o.n_threads = int(parse_int("-t", v, 1, 1024)); });
   if (!with_ctx) return;
   a.value({"-c", "--ctx-size"}, "N", "context size in tokens (default: the model's training context)",
           [&o](const std::string& v) { o.n_ctx = parse_int("-c", v, 1, int64_t(1) << 24); });
@@ -26,9 +27,10 @@ void add_model_options(Args& a, ModelOptions& o, bool with_ctx) {
   });
 }
 
-void add_attention_options(Args& a, attn::Config& c) {
+void add_attention_options(Args& a, attn::Config& c, bool with_name) {
   std::string names;
   for (const std::string& n : attn::policy_names()) names += (names.empty() ? "" : "|") + n;
+  if (with_name)
   a.value({"--attn"}, "NAME", "decode attention policy: " + names + " (default dense)", [&c](const std::string& v) {
     bool known = false;
     for (const std::string& n : attn::policy_names()) known |= n == v;

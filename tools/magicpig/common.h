@@ -17,8 +17,8 @@ struct ModelOptions {
   DType kv_type = DType::BF16;
 };
 
-void add_model_options(Args& a, ModelOptions& o, bool with_ctx = true);
-void add_attention_options(Args& a, attn::Config& c);
+void add_model_options(Args& a, ModelOptions& o, bool with_ctx = true, bool with_threads = true);
+void add_attention_options(Args& a, attn::Config& c, bool with_name = true);
 // Resolves the model path: -m, else $MAGICPIG_MODEL, else models/default.gguf next to the
 // source tree or the current directory. Throws when none exists.
 std::string resolve_model_path(const std::string& given);
@@ -32,5 +32,6 @@ int cmd_run(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
+int cmd_bench(int argc, char** argv);
 
 }  // namespace mp::cli
