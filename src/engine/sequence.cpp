@@ -106,7 +106,10 @@ void Sequence::fill_random(int64_t n, uint64_t seed) {
     for (int h = 0; h < hp.n_kv_head; ++h) {
       float* m = &mean[size_t(l) * kd + size_t(h) * hp.head_dim];
       double norm = 0;
-      for (int d = 0; d < hp.head_dim; ++d) norm += double(m[d] = gaussian()) * m[d];
+      for (int d = 0; d < hp.head_dim; ++d) {
+        m[d] = gaussian();
+        norm += double(m[d]) * m[d];
+      }
       for (int d = 0; d < hp.head_dim; ++d) m[d] *= float(2.0 / std::sqrt(norm));
     }
   for (int64_t pos = start; pos < start + n; ++pos)

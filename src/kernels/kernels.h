@@ -53,8 +53,7 @@ void kv_to_f32(DType kv_type, const uint16_t* src, float* dst, int64_t n, Isa is
 void f32_to_kv(DType kv_type, const float* src, uint16_t* dst, int64_t n, Isa isa);
 // Scalar references of the KV-row kernels (what the SIMD paths are tested against).
 // Every KV kernel throws mp::Error if kv_type is not BF16 or F16. A requested ISA above what
-// the CPU supports is clamped to best_isa(). Note: the default argument selected_isa() runs
-// cpuid + getenv per call; hot loops should evaluate it once and pass it in.
+// the CPU supports is clamped to best_isa().
 float dot_f32_kv_ref(DType kv_type, const float* x, const uint16_t* y, int64_t n);
 void axpy_kv_ref(DType kv_type, float a, const uint16_t* y, float* acc, int64_t n);
 void kv_to_f32_ref(DType kv_type, const uint16_t* src, float* dst, int64_t n);
