@@ -9,7 +9,8 @@ run sees exactly the data it would have seen without the interruption.
 Episode kinds (RULER names): single (one needle), multikey (one asked, distractor needles with
 other keys), multivalue (one key, several numbers, all asked), multiquery (several needles,
 every key asked in turn: many recall events per sequence), vartrack (variable chains), text,
-and repeat (a text segment twice, loss on the copy: forms induction heads quickly).
+repeat (a text segment twice, loss on the copy) and digitcopy (a random digit string twice,
+loss on the copy: forms the digit-copying heads within tens of steps).
 Key words come from the corpora; a fixed hash puts 10% of them in a HELD-OUT vocabulary that
 training never uses as needle keys (evaluate.py uses only those).
 """
@@ -172,6 +173,20 @@ class EpisodeMaker:
         mask = [0.0] * (n + 2) + [1.0] * (n - 1) + [0.0] * (seq_len - 2 * n)
         return ids, mask
 
+    def digitcopy(self, rng, seq_len):
+        """A random digit string in some text, then the same string again (loss on the copy).
+        Dense supervision for the digit-copying induction heads that needle answers need:
+        over a 10-token alphabet they form in tens of steps, unlike copying of general text
+        (a 4096-token vocabulary is far harder to copy through 64-dimensional heads)."""
+        k = int(min(40, max(7, (seq_len - 20) // 2)))
+        rest = seq_len - 2 * (k + 1)
+        h1 = int(rng.integers(0, rest + 1))
+        space = self.sp.piece_to_id("\u2581")
+        digits = [self.sp.piece_to_id(str(d)) for d in rng.integers(0, 10, size=k)]
+        ids = [self.bos] + self.haystack(rng, h1) + [space] + digits + self.haystack(rng, rest - h1) + [space] + digits
+        mask = [0.0] * (seq_len + 1 - k) + [1.0] * k
+        return ids, mask
+
     def text(self, rng, seq_len):
         ids = [self.bos] + self.haystack(rng, seq_len)
         return ids, [0.0] * (seq_len + 1)
@@ -198,6 +213,8 @@ class EpisodeMaker:
             return self.text(rng, seq_len)
         if kind == "repeat":
             return self.repeat(rng, seq_len)
+        if kind == "digitcopy":
+            return self.digitcopy(rng, seq_len)
         raise ValueError(f"unknown episode kind {kind}")
 
     def batch(self, seed, step, batch, seq_len, mix, text_weight):

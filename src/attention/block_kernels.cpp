@@ -59,9 +59,18 @@ float exp_shift_sum_ref(float* x, int n, float m) {
 }
 
 float max_of(const float* x, int n) {
-  float m = -std::numeric_limits<float>::infinity();
-  for (int i = 0; i < n; ++i) m = x[i] > m ? x[i] : m;
-  return m;
+  // 16 independent running maxima: one chain of n dependent compares cost ~3 cycles per
+  // element (as much as the exp of the block); this form vectorises to maxps.
+  constexpr int kLanes = 16;
+  float m[kLanes];
+  for (int j = 0; j < kLanes; ++j) m[j] = -std::numeric_limits<float>::infinity();
+  int i = 0;
+  for (; i + kLanes <= n; i += kLanes)
+    for (int j = 0; j < kLanes; ++j) m[j] = x[i + j] > m[j] ? x[i + j] : m[j];
+  for (; i < n; ++i) m[0] = x[i] > m[0] ? x[i] : m[0];
+  float r = m[0];
+  for (int j = 1; j < kLanes; ++j) r = m[j] > r ? m[j] : r;
+  return r;
 }
 
 void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,

@@ -78,6 +78,16 @@ class HashTables {
   int64_t retrieve(const uint16_t* qcodes /*[L]*/, uint32_t threshold, CollisionCounter& counter,
                    uint32_t* out) const;
 
+  // The same candidate set as a bitmap (bit p % 64 of word p / 64 for position p): sets the
+  // bits of cand for every position colliding in >= threshold tables. Positions come out sorted
+  // for free, and for threshold <= 2 the counting needs only bit tests in `seen` (16 KB for
+  // 128k positions: it stays in L1, unlike 4-byte counters). cand and seen: bitmap_words()
+  // words; cand must be zero; seen must be zero for threshold 2 and is left dirty; counter is
+  // used for threshold >= 3 and must have been begun.
+  void retrieve_bits(const uint16_t* qcodes /*[L]*/, uint32_t threshold, CollisionCounter& counter,
+                     uint64_t* seen, uint64_t* cand) const;
+  int64_t bitmap_words() const { return (end_ + 63) / 64; }
+
   int64_t size() const;            // tokens stored
   int64_t max_position() const;    // largest stored position + 1 (0 when empty)
   size_t bytes() const;            // heap bytes of offsets, indices and tail
@@ -92,6 +102,9 @@ class HashTables {
     std::vector<uint16_t> index;    // [L][n]
   };
   void flush_tail();
+  // Calls f(position) for every (table, stored token) in the query's buckets.
+  template <class F>
+  void for_each_collision(const uint16_t* qcodes, F&& f) const;
 
   int k_ = 0, l_ = 0;
   std::vector<Chunk> chunks_;

@@ -109,23 +109,37 @@ void HashTables::flush_tail() {
   tail_pos_.clear();
 }
 
-int64_t HashTables::retrieve(const uint16_t* qcodes, uint32_t threshold, CollisionCounter& counter,
-                             uint32_t* out) const {
-  int64_t n_out = 0;
+template <class F>
+void HashTables::for_each_collision(const uint16_t* qcodes, F&& f) const {
   const int64_t buckets = int64_t{1} << k_;
+  const int nt = static_cast<int>(tail_pos_.size());
+  // Each table's bucket is a random place in tens of MB of tables: prefetch the offsets
+  // kOffAhead tables ahead and the buckets kIdxAhead tables ahead, so the misses of many
+  // tables overlap instead of costing one memory latency each.
+  constexpr int kOffAhead = 16, kIdxAhead = 8;
+  auto prefetch_offsets = [&](int t) {
+    for (const Chunk& c : chunks_) __builtin_prefetch(c.offsets.data() + t * (buckets + 1) + qcodes[t]);
+  };
+  auto prefetch_bucket = [&](int t) {
+    for (const Chunk& c : chunks_) {
+      const uint32_t* off = c.offsets.data() + t * (buckets + 1) + qcodes[t];
+      const uint16_t* idx = c.index.data() + t * c.n;
+      for (uint32_t i = off[0], e = off[1]; i < e; i += 32) __builtin_prefetch(idx + i);
+    }
+  };
+  for (int t = 0; t < std::min(l_, kOffAhead); ++t) prefetch_offsets(t);
+  for (int t = 0; t < std::min(l_, kIdxAhead); ++t) prefetch_bucket(t);
   for (int t = 0; t < l_; ++t) {
+    if (t + kOffAhead < l_) prefetch_offsets(t + kOffAhead);
+    if (t + kIdxAhead < l_) prefetch_bucket(t + kIdxAhead);
     const uint32_t code = qcodes[t];
     for (const Chunk& c : chunks_) {
       const uint32_t* off = c.offsets.data() + t * (buckets + 1);
       const uint16_t* idx = c.index.data() + t * c.n;
       const uint32_t base = static_cast<uint32_t>(c.base);
-      for (uint32_t i = off[code], e = off[code + 1]; i < e; ++i) {
-        const uint32_t pos = base + idx[i];
-        if (counter.hit(pos, threshold)) out[n_out++] = pos;
-      }
+      for (uint32_t i = off[code], e = off[code + 1]; i < e; ++i) f(base + idx[i]);
     }
     // Tail: 8 codes per SSE2 compare; matches are rare (about 1 in 2^K).
-    const int nt = static_cast<int>(tail_pos_.size());
     if (nt) {
       const uint16_t* tc = tail_codes_.data() + t * kTailTokens;
       const __m128i q = _mm_set1_epi16(static_cast<short>(code));
@@ -136,12 +150,38 @@ int64_t HashTables::retrieve(const uint16_t* qcodes, uint32_t threshold, Collisi
           const int jj = j + (__builtin_ctz(m) >> 1);
           m &= m - 1;
           m &= m - 1;  // two mask bits per 16-bit lane
-          if (jj < nt && counter.hit(tail_pos_[jj], threshold)) out[n_out++] = tail_pos_[jj];
+          if (jj < nt) f(tail_pos_[jj]);
         }
       }
     }
   }
+}
+
+int64_t HashTables::retrieve(const uint16_t* qcodes, uint32_t threshold, CollisionCounter& counter,
+                             uint32_t* out) const {
+  int64_t n_out = 0;
+  for_each_collision(qcodes, [&](uint32_t pos) {
+    if (counter.hit(pos, threshold)) out[n_out++] = pos;
+  });
   return n_out;
+}
+
+void HashTables::retrieve_bits(const uint16_t* qcodes, uint32_t threshold, CollisionCounter& counter,
+                               uint64_t* seen, uint64_t* cand) const {
+  if (threshold == 1) {
+    for_each_collision(qcodes, [&](uint32_t pos) { cand[pos >> 6] |= uint64_t{1} << (pos & 63); });
+  } else if (threshold == 2) {
+    // Branch-free: a position already seen in an earlier table becomes a candidate.
+    for_each_collision(qcodes, [&](uint32_t pos) {
+      const uint64_t bit = uint64_t{1} << (pos & 63), s = seen[pos >> 6];
+      cand[pos >> 6] |= s & bit;
+      seen[pos >> 6] = s | bit;
+    });
+  } else {
+    for_each_collision(qcodes, [&](uint32_t pos) {
+      if (counter.hit(pos, threshold)) cand[pos >> 6] |= uint64_t{1} << (pos & 63);
+    });
+  }
 }
 
 int64_t HashTables::size() const {

@@ -6,8 +6,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 
+#include "attention/block_kernels.h"
 #include "attention/dense.h"
 #include "attention/magicpig_impl.h"
 #include "attention/partial_softmax.h"
@@ -161,7 +163,7 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
   }
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
-  const int H = shape_.n_head, d = shape_.head_dim, L = cfg_.lsh_l;
+  const int H = shape_.n_head, d = shape_.head_dim, L = cfg_.lsh_l, G = H / shape_.n_kv_head;
   if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
   qcodes_.resize(static_cast<size_t>(H) * L);
   std::vector<int64_t> read(H, 0);
@@ -180,9 +182,10 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
 #pragma omp barrier
     Scratch& s = scratch_[omp_get_thread_num()];
 #pragma omp for schedule(dynamic, 1)
-    for (int h = 0; h < H; ++h)
-      read[h] = attend_head(st, kv, h, q + static_cast<int64_t>(h) * d,
-                            qcodes_.data() + static_cast<size_t>(h) * L, out + static_cast<int64_t>(h) * d, s);
+    for (int kvh = 0; kvh < shape_.n_kv_head; ++kvh)
+      attend_group(st, kv, kvh, q + static_cast<int64_t>(kvh) * G * d,
+                   qcodes_.data() + static_cast<size_t>(kvh) * G * L, out + static_cast<int64_t>(kvh) * G * d,
+                   read.data() + kvh * G, s);
   }
   const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
   for (int h = 0; h < H; ++h) {
@@ -191,78 +194,131 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
   }
 }
 
-// One query head: exact part over [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens),
-// sampled part over the candidates with logits q.k/sqrt(d) - ln(u + 1e-4). Returns #candidates.
-int64_t MagicPigAttention::attend_head(const LayerState& st, const KvView& kv, int head,
-                                       const float* q, const uint16_t* qcodes, float* out, Scratch& s) {
-  const int d = shape_.head_dim;
-  const int kvh = head / (shape_.n_head / shape_.n_kv_head);
+// The G query heads of KV head kvh (q, qcodes, out: G consecutive heads). Exact part over
+// [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens); sampled part over each head's
+// candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares the work that touches
+// memory: the candidates of all G heads form one sorted union, each K and V row of the union is
+// gathered once per step and scored against all G queries (a head that did not draw a row gives
+// it logit -inf, i.e. weight exactly 0). n_cand[g] = #candidates of head g.
+void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q,
+                                     const uint16_t* qcodes, float* out, int64_t* n_cand, Scratch& s) {
+  const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
   const HeadState& hs = st.heads[kvh];
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const Isa isa = isa_;
-  s.acc.assign(d, 0.0f);
-  s.part.resize(d);
-  PartialSoftmax total;
+  const size_t gd = static_cast<size_t>(G) * d;
+
+  // Exact part: all G heads as rows of one online-softmax pass per range.
+  s.st_exact.assign(G, PartialSoftmax{});
+  s.acc_exact.assign(gd, 0.0f);
   const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
-  for (const auto& r : ranges) {
-    if (r[1] <= r[0]) continue;
-    const PartialSoftmax p = partial_attention_range(kv, kvh, q, scale, r[0], r[1], s.part.data());
-    merge_partial_softmax(total, s.acc.data(), p, s.part.data(), d);
-  }
+  for (const auto& r : ranges)
+    if (r[1] > r[0])
+      attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa);
 
-  // Candidates: positions colliding in >= threshold tables.
-  const int64_t n_pos = hs.tables.max_position();
-  if (static_cast<int64_t>(s.cand.size()) < hs.tables.size()) s.cand.resize(hs.tables.size());
-  s.counter.begin(n_pos);
-  const int64_t nc = hs.tables.retrieve(qcodes, static_cast<uint32_t>(cfg_.threshold), s.counter, s.cand.data());
-  if (record_) recorded_[head].assign(s.cand.begin(), s.cand.begin() + nc);
-
-  if (nc > 0) {
-    double qq = 0, qm = 0;
-    for (int i = 0; i < d; ++i) {
-      qq += static_cast<double>(q[i]) * q[i];
-      qm += static_cast<double>(q[i]) * hs.mean[i];
-    }
-    const float qn = static_cast<float>(std::sqrt(qq)), qmf = static_cast<float>(qm);
-    if (static_cast<int64_t>(s.logits.size()) < nc) s.logits.resize(nc);
-    const uint32_t* cand = s.cand.data();
-    float* lg = s.logits.data();
-    constexpr int kAhead = 8;  // candidate rows are random: prefetch a few ahead
-    const int row_bytes = d * 2;
-    for (int64_t i = 0; i < nc; ++i) {
-      if (i + kAhead < nc) {
-        const char* nk = reinterpret_cast<const char*>(kv.key(kvh, cand[i + kAhead]));
-        for (int b = 0; b < row_bytes; b += 64) __builtin_prefetch(nk + b);
-      }
-      lg[i] = kernels::dot_f32_kv(kv.dtype, q, kv.key(kvh, cand[i]), d, isa);
-    }
-    // Zero-norm key or query: cosine defined as 0.
-    float m = -INFINITY;
-    for (int64_t i = 0; i < nc; ++i) {
-      const float x = lg[i];
-      const float den = qn * hs.key_norm[cand[i]];
-      const float c = den > 0 ? (x - qmf) / den : 0.0f;
-      lg[i] = x * scale + corr_->at_cos(c);
-      m = std::max(m, lg[i]);
-    }
-    std::fill(s.part.begin(), s.part.end(), 0.0f);
-    double l = 0;
-    for (int64_t i = 0; i < nc; ++i) {
-      if (i + kAhead < nc) {
-        const char* nv = reinterpret_cast<const char*>(kv.value(kvh, cand[i + kAhead]));
-        for (int b = 0; b < row_bytes; b += 64) __builtin_prefetch(nv + b);
-      }
-      const float e = std::exp(lg[i] - m);
-      l += e;
-      kernels::axpy_kv(kv.dtype, e, kv.value(kvh, cand[i]), s.part.data(), d, isa);
-    }
-    PartialSoftmax sp;
-    sp.m = m;
-    sp.l = static_cast<float>(l);
-    merge_partial_softmax(total, s.acc.data(), sp, s.part.data(), d);
+  // Candidate bitmaps per head, then their union as a sorted position list.
+  const int64_t words = hs.tables.bitmap_words();
+  s.seen.resize(static_cast<size_t>(words));
+  s.cand.assign(static_cast<size_t>(words) * G, 0);
+  const uint32_t thr = static_cast<uint32_t>(cfg_.threshold);
+  for (int g = 0; g < G; ++g) {
+    if (thr == 2) std::fill(s.seen.begin(), s.seen.end(), 0);
+    if (thr >= 3) s.counter.begin(hs.tables.max_position());
+    hs.tables.retrieve_bits(qcodes + static_cast<size_t>(g) * L, thr, s.counter, s.seen.data(),
+                            s.cand.data() + static_cast<size_t>(g) * words);
   }
-  finish_partial_softmax(total, s.acc.data(), out, d);
-  return nc;
+  s.pos.clear();
+  for (int g = 0; g < G; ++g) n_cand[g] = 0;
+  for (int64_t w = 0; w < words; ++w) {
+    uint64_t u = 0;
+    for (int g = 0; g < G; ++g) {
+      const uint64_t c = s.cand[static_cast<size_t>(g) * words + w];
+      u |= c;
+      n_cand[g] += __builtin_popcountll(c);
+    }
+    for (; u; u &= u - 1) s.pos.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(u)));
+  }
+  auto member = [&](int g, uint32_t p) { return (s.cand[static_cast<size_t>(g) * words + (p >> 6)] >> (p & 63)) & 1; };
+  if (record_)
+    for (int g = 0; g < G; ++g) {
+      auto& rec = recorded_[kvh * G + g];
+      rec.clear();
+      for (uint32_t p : s.pos)
+        if (member(g, p)) rec.push_back(p);
+    }
+
+  // Sampled part: blocks of gathered rows through the dense block kernels.
+  s.st_sampled.assign(G, PartialSoftmax{});
+  s.acc_sampled.assign(gd, 0.0f);
+  const int64_t nu = static_cast<int64_t>(s.pos.size());
+  if (nu > 0) {
+    std::vector<float> qn(G), qm(G);
+    for (int g = 0; g < G; ++g) {
+      double qq = 0, qmd = 0;
+      for (int i = 0; i < d; ++i) {
+        const double x = q[g * d + i];
+        qq += x * x;
+        qmd += x * hs.mean[i];
+      }
+      qn[g] = static_cast<float>(std::sqrt(qq));
+      qm[g] = static_cast<float>(qmd);
+    }
+    constexpr int kBlock = kKeyBlock;
+    constexpr int64_t kAhead = 48;  // union rows; ~24 KB of K and V in flight
+    s.kbuf.resize(static_cast<size_t>(kBlock) * d);
+    s.vbuf.resize(static_cast<size_t>(kBlock) * d);
+    s.s.resize(static_cast<size_t>(G) * kBlock);
+    const size_t row_bytes = static_cast<size_t>(d) * sizeof(uint16_t);
+    const uint32_t* pos = s.pos.data();
+    const float* knorm = hs.key_norm.data();
+    for (int64_t b = 0; b < nu; b += kBlock) {
+      const int n = static_cast<int>(std::min<int64_t>(kBlock, nu - b));
+      // Rows are scattered, so the hardware prefetcher cannot help: while this block's K rows
+      // are copied, ask for the K and V rows (and key norm) kAhead union rows further on.
+      for (int j = 0; j < n; ++j) {
+        const int64_t a = b + j + kAhead;
+        if (a < nu) {
+          const char* kr = reinterpret_cast<const char*>(kv.key(kvh, pos[a]));
+          const char* vr = reinterpret_cast<const char*>(kv.value(kvh, pos[a]));
+          for (size_t o = 0; o < row_bytes; o += 64) {
+            __builtin_prefetch(kr + o);
+            __builtin_prefetch(vr + o);
+          }
+          __builtin_prefetch(knorm + pos[a]);
+        }
+        std::memcpy(s.kbuf.data() + static_cast<size_t>(j) * d, kv.key(kvh, pos[b + j]), row_bytes);
+      }
+      blk::scores(kv.dtype, q, G, d, s.kbuf.data(), n, 1.0f, s.s.data(), kBlock, isa);  // raw q.k
+      for (int g = 0; g < G; ++g) {
+        // Only the rows head g drew get a logit; the others -inf (weight exactly 0). The
+        // members are compacted first: a branch on membership would mispredict often.
+        float* sg = s.s.data() + static_cast<size_t>(g) * kBlock;
+        int nm = 0;
+        for (int j = 0; j < n; ++j) {
+          s.members[nm] = j;
+          nm += static_cast<int>(member(g, pos[b + j]));
+        }
+        for (int m = 0; m < nm; ++m) {
+          const int j = s.members[m];
+          // Zero-norm key or query: cosine defined as 0.
+          const float x = sg[j], den = qn[g] * knorm[pos[b + j]];
+          const float c = den > 0 ? (x - qm[g]) / den : 0.0f;
+          s.logit[m] = x * scale + corr_->at_cos(c);
+        }
+        std::fill(sg, sg + n, -INFINITY);
+        for (int m = 0; m < nm; ++m) sg[s.members[m]] = s.logit[m];
+      }
+      fold_block(s.s.data(), G, kBlock, n, s.st_sampled.data(), s.acc_sampled.data(), d, isa);
+      for (int j = 0; j < n; ++j)
+        std::memcpy(s.vbuf.data() + static_cast<size_t>(j) * d, kv.value(kvh, pos[b + j]), row_bytes);
+      blk::accumulate(kv.dtype, s.s.data(), G, kBlock, s.vbuf.data(), n, d, s.acc_sampled.data(), isa);
+    }
+  }
+  for (int g = 0; g < G; ++g) {
+    float* ae = s.acc_exact.data() + static_cast<size_t>(g) * d;
+    merge_partial_softmax(s.st_exact[g], ae, s.st_sampled[g], s.acc_sampled.data() + static_cast<size_t>(g) * d, d);
+    finish_partial_softmax(s.st_exact[g], ae, out + static_cast<size_t>(g) * d, d);
+  }
 }
 
 std::unique_ptr<SequenceAttention> MagicPigAttention::clone() const {

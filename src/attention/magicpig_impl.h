@@ -5,6 +5,7 @@
 #include <memory>
 #include <vector>
 
+#include "attention/exact_rows.h"
 #include "attention/lsh.h"
 #include "attention/policy.h"
 
@@ -54,16 +55,22 @@ class MagicPigAttention final : public SequenceAttention {
   };
   struct Scratch {
     lsh::CollisionCounter counter;
-    std::vector<uint32_t> cand;
-    std::vector<float> logits, acc, part;
+    std::vector<uint64_t> seen, cand;   // bitmaps: [words] and [G][words]
+    std::vector<uint32_t> pos;          // union of the group's candidates, sorted
+    std::vector<uint16_t> kbuf, vbuf;   // gathered K / V rows of one block
+    std::vector<float> s, acc_exact, acc_sampled;
+    int members[kKeyBlock];             // block rows that one head drew
+    float logit[kKeyBlock];
+    std::vector<PartialSoftmax> st_exact, st_sampled;
+    RowsScratch rows;
   };
 
   void check_view(int layer, const KvView& kv) const;
   void hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end,
                  int n_threads);
   void insert_generated(LayerState& st, const KvView& kv, int n_threads);
-  int64_t attend_head(const LayerState& st, const KvView& kv, int head, const float* q,
-                      const uint16_t* qcodes, float* out, Scratch& s);
+  void attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q, const uint16_t* qcodes,
+                    float* out, int64_t* n_cand, Scratch& s);
 
   Config cfg_;
   HeadShape shape_;

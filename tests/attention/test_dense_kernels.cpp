@@ -38,7 +38,7 @@ TEST(DenseKernels, ScoresAndAccumulateMatchReference) {
   std::mt19937_64 rng(7);
   for (Isa isa : simd_isas())
     for (DType t : {DType::BF16, DType::F16})
-      for (int d : {8, 24, 64, 72, 128, 36})  // 72: not a multiple of 16; 36: scalar fallback
+      for (int d : {8, 16, 24, 48, 64, 72, 128, 36})  // 16/48: unpaired AVX-512; 8/24/72: unpaired AVX2; 36: scalar
         for (int rows : {1, 2, 3, 4, 5, 9})
           for (int n : {1, 3, 4, 5, 17, 64}) {
             const auto q = random_f32(static_cast<size_t>(rows) * d, rng);

@@ -117,7 +117,7 @@ void check_tables(int k, int l, int64_t n_prompt, int64_t n_gen, uint64_t seed) 
     for (int trial = 0; trial < 3; ++trial) {
       std::vector<uint16_t> q(l);
       for (auto& v : q) v = static_cast<uint16_t>(rng() % buckets);
-      for (uint32_t thr : {1u, 2u, 3u}) {
+      for (uint32_t thr : {1u, 2u, 3u, 4u}) {
         if (static_cast<int>(thr) > l) continue;
         std::set<uint32_t> want;
         for (size_t i = 0; i < codes.size(); ++i) {
@@ -130,6 +130,15 @@ void check_tables(int k, int l, int64_t n_prompt, int64_t n_gen, uint64_t seed) 
         std::set<uint32_t> got(out.begin(), out.begin() + n);
         ASSERT_EQ(static_cast<size_t>(n), got.size()) << "duplicate candidates";
         ASSERT_EQ(got, want) << "K=" << k << " L=" << l << " thr=" << thr << " stored=" << codes.size();
+        // The bitmap form gives the same set.
+        std::vector<uint64_t> seen(static_cast<size_t>(tab.bitmap_words()), 0), cand(seen.size(), 0);
+        counter.begin(tab.max_position());
+        tab.retrieve_bits(q.data(), thr, counter, seen.data(), cand.data());
+        std::set<uint32_t> got_bits;
+        for (size_t w = 0; w < cand.size(); ++w)
+          for (int b = 0; b < 64; ++b)
+            if (cand[w] >> b & 1) got_bits.insert(static_cast<uint32_t>(w * 64 + b));
+        ASSERT_EQ(got_bits, want) << "retrieve_bits K=" << k << " L=" << l << " thr=" << thr;
       }
     }
   };

@@ -11,7 +11,7 @@
 #include "model/llama2c.h"
 #include "model/random_model.h"
 #include "peer_run.h"
-#include "reference.h"
+#include "testutil/reference_forward.h"
 
 namespace mp {
 namespace {
@@ -128,7 +128,7 @@ TEST_P(Interop, GreedyTokensAndLogitsMatchLlamaCpp) {
   // Third opinion: the exact model in double precision. RMS over every row and vocabulary entry.
   std::vector<int32_t> all = prompt;
   all.insert(all.end(), peer.tokens.begin(), peer.tokens.end());
-  const auto ref = interop::reference_logits(*model, all, prompt.size() - 1);
+  const auto ref = test::reference_logits(*model, all, prompt.size() - 1);
   ASSERT_EQ(ref.size(), peer.logits.size());
   double ours_err = 0, peer_err = 0;
   for (size_t i = 0; i < ref.size(); ++i)

@@ -1,5 +1,5 @@
-// The forward pass against an independent double-precision implementation written here from
-// the Llama definition, on small random models (GQA, tied/untied output, llama3 rope scaling).
+// The forward pass against an independent double-precision implementation of the Llama
+// definition (tests/testutil/reference_forward.h), on small random models (GQA, tied/untied output, llama3 rope scaling).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -10,97 +10,11 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "testutil/reference_forward.h"
 #include "testutil/testutil.h"
 
 namespace mp {
 namespace {
-
-std::vector<double> dequant(const Weight& w, int64_t r) {
-  std::vector<float> f(w.cols);
-  kernels::dequantize_row(w.type, static_cast<const uint8_t*>(w.data) + dtype_row_bytes(w.type, w.cols) * r, f.data(),
-                          w.cols);
-  return std::vector<double>(f.begin(), f.end());
-}
-
-std::vector<double> linear(const Weight& w, const std::vector<double>& x) {
-  std::vector<double> y(w.rows);
-  for (int64_t r = 0; r < w.rows; ++r) {
-    const std::vector<double> row = dequant(w, r);
-    double s = 0;
-    for (int64_t c = 0; c < w.cols; ++c) s += row[c] * x[c];
-    y[r] = s;
-  }
-  return y;
-}
-
-std::vector<double> rmsnorm(const std::vector<double>& x, const std::vector<float>& w, double eps) {
-  double ss = 0;
-  for (double v : x) ss += v * v;
-  const double k = 1 / std::sqrt(ss / x.size() + eps);
-  std::vector<double> y(x.size());
-  for (size_t i = 0; i < x.size(); ++i) y[i] = x[i] * k * w[i];
-  return y;
-}
-
-// Rotary embedding as a complex multiplication of each adjacent pair.
-void rope(std::vector<double>& x, int n_heads, int hd, int64_t pos, const RopeParams& rp) {
-  for (int h = 0; h < n_heads; ++h)
-    for (int i = 0; i < hd / 2; ++i) {
-      double freq = std::pow(double(rp.theta), -2.0 * i / hd);
-      if (!rp.freq_factors.empty()) freq /= rp.freq_factors[i];
-      const double a = pos / double(rp.linear_factor) * freq;
-      double& re = x[h * hd + 2 * i];
-      double& im = x[h * hd + 2 * i + 1];
-      const double r = re * std::cos(a) - im * std::sin(a), m = re * std::sin(a) + im * std::cos(a);
-      re = r;
-      im = m;
-    }
-}
-
-// Logits of every position of `tokens`, full causal attention, all in double.
-std::vector<std::vector<double>> reference_logits(const Model& m, const std::vector<int32_t>& tokens) {
-  const HParams& hp = m.hp;
-  const int hd = hp.head_dim, group = hp.n_head / hp.n_kv_head;
-  std::vector<std::vector<std::vector<double>>> K(hp.n_layer), V(hp.n_layer);
-  std::vector<std::vector<double>> out;
-  for (size_t pos = 0; pos < tokens.size(); ++pos) {
-    std::vector<double> x = dequant(m.tok_embd, tokens[pos]);
-    for (int l = 0; l < hp.n_layer; ++l) {
-      const LayerWeights& w = m.layers[l];
-      std::vector<double> xn = rmsnorm(x, w.attn_norm, hp.rms_eps);
-      std::vector<double> q = linear(w.wq, xn), k = linear(w.wk, xn), v = linear(w.wv, xn);
-      rope(q, hp.n_head, hd, pos, hp.rope);
-      rope(k, hp.n_kv_head, hd, pos, hp.rope);
-      K[l].push_back(k);
-      V[l].push_back(v);
-      std::vector<double> att(hp.n_head * hd, 0.0);
-      for (int h = 0; h < hp.n_head; ++h) {
-        const int kh = h / group;
-        std::vector<double> s(pos + 1);
-        double mx = -1e300;
-        for (size_t t = 0; t <= pos; ++t) {
-          double d = 0;
-          for (int j = 0; j < hd; ++j) d += q[h * hd + j] * K[l][t][kh * hd + j];
-          s[t] = d / std::sqrt(double(hd));
-          mx = std::max(mx, s[t]);
-        }
-        double z = 0;
-        for (double& e : s) z += e = std::exp(e - mx);
-        for (size_t t = 0; t <= pos; ++t)
-          for (int j = 0; j < hd; ++j) att[h * hd + j] += s[t] / z * V[l][t][kh * hd + j];
-      }
-      const std::vector<double> o = linear(w.wo, att);
-      for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
-      xn = rmsnorm(x, w.ffn_norm, hp.rms_eps);
-      std::vector<double> g = linear(w.w_gate, xn), u = linear(w.w_up, xn);
-      for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
-      const std::vector<double> dn = linear(w.w_down, g);
-      for (size_t i = 0; i < x.size(); ++i) x[i] += dn[i];
-    }
-    out.push_back(linear(m.output, rmsnorm(x, m.output_norm, hp.rms_eps)));
-  }
-  return out;
-}
 
 double max_abs_diff(std::span<const float> a, const std::vector<double>& b) {
   double d = 0;
@@ -125,7 +39,7 @@ TEST_P(ForwardVsReference, PrefillAndDecodeMatchDoubleReference) {
   auto m = Model::load(path);
   std::vector<int32_t> tokens;
   for (int i = 0; i < 24; ++i) tokens.push_back((i * 37 + 5) % m->hp.n_vocab);
-  const auto ref = reference_logits(*m, tokens);
+  const auto ref = test::reference_logits(*m, tokens, 0);
 
   // Whole prompt in chunks of 7 (several chunks, last one partial), then decode the rest.
   SequenceOptions so;

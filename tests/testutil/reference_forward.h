@@ -1,7 +1,7 @@
-// A third opinion for the interop test: the Llama forward pass in double precision with
-// dequantised weights, f32/f16 activations kept exact (no activation quantisation, no f16 KV).
-// Same definition as the reference in tests/model/test_forward.cpp, which checks the engine
-// alone; here it tells which of two disagreeing engines is further from the exact model.
+// The Llama forward pass in double precision with dequantised weights and exact activations
+// (no activation quantisation, no f16 KV), written from the definition independently of
+// src/model/forward.cpp. tests/model checks the engine against it; tests/interop uses it as a
+// third opinion when magicpig and llama.cpp disagree.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -10,7 +10,7 @@
 #include "kernels/kernels.h"
 #include "model/model.h"
 
-namespace mp::interop {
+namespace mp::test {
 
 inline std::vector<double> ref_row(const Weight& w, int64_t r) {
   std::vector<float> f(w.cols);
@@ -100,4 +100,4 @@ inline std::vector<std::vector<double>> reference_logits(const Model& m, const s
   return out;
 }
 
-}  // namespace mp::interop
+}  // namespace mp::test
