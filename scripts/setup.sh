@@ -12,8 +12,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
   libopenblas-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
-  nodejs npm python3
+  python3
 )
+# npm fetches llama.cpp (our cross-check peer). NodeSource's nodejs bundles npm and conflicts
+# with Debian's npm package, so install Debian's only when no npm is on PATH.
+command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
 if [ "${1:-}" = "--training" ]; then
   # libopenblas0-pthread matters: without it torch's matmul runs ~30x slower here.
   packages+=(python3-torch python3-numpy python3-sentencepiece sentencepiece libopenblas0-pthread

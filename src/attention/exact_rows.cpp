@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "attention/block_kernels.h"
+#include "attention/prefetch.h"
 
 namespace mp::attn {
 
@@ -52,10 +53,8 @@ void attend_rows(const KvView& kv, int h, const float* q, int rows, float scale,
       const int64_t nn = std::min<int64_t>(kKeyBlock, end - b - kPrefetchAhead);
       const char* kn = reinterpret_cast<const char*>(kv.key(h, b + kPrefetchAhead));
       const char* vn = reinterpret_cast<const char*>(kv.value(h, b + kPrefetchAhead));
-      for (size_t off = 0; off < nn * row_bytes; off += 64) {
-        __builtin_prefetch(kn + off);
-        __builtin_prefetch(vn + off);
-      }
+      prefetch_range(kn, nn * row_bytes);
+      prefetch_range(vn, nn * row_bytes);
     }
     blk::scores(kv.dtype, q, rows, d, kv.key(h, b), n, scale, s, kKeyBlock, isa);
     if (last_pos) {

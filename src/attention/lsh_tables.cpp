@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "attention/lsh.h"
+#include "attention/prefetch.h"
 #include "common/error.h"
 
 namespace mp::attn::lsh {
@@ -118,13 +119,13 @@ void HashTables::for_each_collision(const uint16_t* qcodes, F&& f) const {
   // tables overlap instead of costing one memory latency each.
   constexpr int kOffAhead = 16, kIdxAhead = 8;
   auto prefetch_offsets = [&](int t) {
-    for (const Chunk& c : chunks_) __builtin_prefetch(c.offsets.data() + t * (buckets + 1) + qcodes[t]);
+    for (const Chunk& c : chunks_) prefetch(c.offsets.data() + t * (buckets + 1) + qcodes[t]);
   };
   auto prefetch_bucket = [&](int t) {
     for (const Chunk& c : chunks_) {
       const uint32_t* off = c.offsets.data() + t * (buckets + 1) + qcodes[t];
       const uint16_t* idx = c.index.data() + t * c.n;
-      for (uint32_t i = off[0], e = off[1]; i < e; i += 32) __builtin_prefetch(idx + i);
+      for (uint32_t i = off[0], e = off[1]; i < e; i += 32) prefetch(idx + i);
     }
   };
   for (int t = 0; t < std::min(l_, kOffAhead); ++t) prefetch_offsets(t);

@@ -13,6 +13,7 @@
 #include "attention/dense.h"
 #include "attention/magicpig_impl.h"
 #include "attention/partial_softmax.h"
+#include "attention/prefetch.h"
 #include "common/error.h"
 #include "kernels/kernels.h"
 
@@ -280,11 +281,9 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
         if (a < nu) {
           const char* kr = reinterpret_cast<const char*>(kv.key(kvh, pos[a]));
           const char* vr = reinterpret_cast<const char*>(kv.value(kvh, pos[a]));
-          for (size_t o = 0; o < row_bytes; o += 64) {
-            __builtin_prefetch(kr + o);
-            __builtin_prefetch(vr + o);
-          }
-          __builtin_prefetch(knorm + pos[a]);
+          prefetch_range(kr, row_bytes);
+          prefetch_range(vr, row_bytes);
+          prefetch(knorm + pos[a]);
         }
         std::memcpy(s.kbuf.data() + static_cast<size_t>(j) * d, kv.key(kvh, pos[b + j]), row_bytes);
       }
