@@ -29,7 +29,7 @@ apt_install() {  # apt_install PKG: install a Debian package if it is not instal
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" && return 0
     log "apt-get install $1"
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$1" \
-        || die "cannot install apt package $1"
+        >/dev/null || die "cannot install apt package $1"
 }
 
 mkdir -p "$OUT/split" || die "cannot create $OUT"

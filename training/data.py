@@ -173,14 +173,20 @@ class EpisodeMaker:
         mask = [0.0] * (n + 2) + [1.0] * (n - 1) + [0.0] * (seq_len - 2 * n)
         return ids, mask
 
-    def digitcopy(self, rng, seq_len):
+    def digitcopy(self, rng, seq_len, max_gap=None):
         """A random digit string in some text, then the same string again (loss on the copy).
         Dense supervision for the digit-copying induction heads that needle answers need:
         over a 10-token alphabet they form in tens of steps, unlike copying of general text
-        (a 4096-token vocabulary is far harder to copy through 64-dimensional heads)."""
+        (a 4096-token vocabulary is far harder to copy through 64-dimensional heads).
+        Kind "digitcopy_gapN" limits the gap to N tokens: N=0 is a fixed distance, which a
+        positional head solves within tens of steps; growing N afterwards forces content-based
+        copying (the gap curriculum suggested in README.md)."""
         k = int(min(40, max(7, (seq_len - 20) // 2)))
         rest = seq_len - 2 * (k + 1)
-        h1 = int(rng.integers(0, rest + 1))
+        if max_gap is None:
+            h1 = int(rng.integers(0, rest + 1))
+        else:  # at most max_gap haystack tokens between the copies (0: fixed distance k+1)
+            h1 = rest - int(rng.integers(0, min(max_gap, rest) + 1))
         space = self.sp.piece_to_id("\u2581")
         digits = [self.sp.piece_to_id(str(d)) for d in rng.integers(0, 10, size=k)]
         ids = [self.bos] + self.haystack(rng, h1) + [space] + digits + self.haystack(rng, rest - h1) + [space] + digits
@@ -215,6 +221,8 @@ class EpisodeMaker:
             return self.repeat(rng, seq_len)
         if kind == "digitcopy":
             return self.digitcopy(rng, seq_len)
+        if kind.startswith("digitcopy_gap"):
+            return self.digitcopy(rng, seq_len, max_gap=int(kind[len("digitcopy_gap"):]))
         raise ValueError(f"unknown episode kind {kind}")
 
     def batch(self, seed, step, batch, seq_len, mix, text_weight):

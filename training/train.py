@@ -4,6 +4,7 @@
   /usr/bin/python3 training/train.py --curriculum training/curriculum_short.json \
       --run-dir $CACHE/training/run1 [--threads 2] [--max-minutes 30]
 
+SIGTERM / Ctrl-C: finishes the current step, writes the checkpoint, exits.
 Resumes automatically from RUN_DIR/ckpt.pt (model, optimizer, step, tokens, elapsed time);
 the data of step s is a pure function of (seed, s), so a resumed run continues exactly as an
 uninterrupted one would (bit-exact at the same thread count). A curriculum may be extended
@@ -12,7 +13,7 @@ Loss per token: answer_weight on answer tokens, text_weight on every other token
 by the sum of weights. Log: RUN_DIR/log.csv (loss vs tokens), RUN_DIR/eval.csv (held-out
 needle accuracy during training).
 """
-import argparse, csv, json, math, os, shutil, sys, time
+import argparse, csv, json, math, os, signal, sys, time
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -154,6 +155,11 @@ def main():
     held_maker = data.EpisodeMaker(sp, "heldout")
     log_path = os.path.join(args.run_dir, "log.csv")
     eval_path = os.path.join(args.run_dir, "eval.csv")
+    for path in (log_path, eval_path):  # rows logged after the checkpoint will be logged again
+        if os.path.exists(path):
+            rows = open(path).read().splitlines()
+            keep = rows[:1] + [r for r in rows[1:] if int(r.split(",")[0]) <= step]
+            open(path, "w").write("".join(r + "\n" for r in keep))
     new_log = not os.path.exists(log_path)
     logf = open(log_path, "a", newline="")
     log = csv.writer(logf)
@@ -167,6 +173,9 @@ def main():
         save(ckpt_path, {"model": model.state_dict(), "optim": opt.state_dict(), "step": step, "tokens": tokens,
                          "elapsed": elapsed, "config": cfg.to_dict(), "curriculum": cur})
 
+    interrupted = []  # SIGTERM/SIGINT: finish the step, checkpoint, exit
+    signal.signal(signal.SIGTERM, lambda *_: interrupted.append(1))
+    signal.signal(signal.SIGINT, lambda *_: interrupted.append(1))
     t_session = time.time(); t_ckpt = time.time()
     acc = []  # per-step stats since the last log line
     model.grad_checkpoint = False
@@ -208,7 +217,7 @@ def main():
             open(eval_path, "a").write(f"{step},{tokens},{st['seq_len']},{a:.4f},{args.eval_n}\n")
             print(f"eval step {step}: held-out single-needle accuracy at {st['seq_len']}: {a:.3f} ({time.time()-te:.0f}s)", flush=True)
         stop = (args.max_minutes and time.time() - t_session > args.max_minutes * 60) or \
-               (args.stop_at_step and step >= args.stop_at_step)
+               (args.stop_at_step and step >= args.stop_at_step) or bool(interrupted)
         if stop or time.time() - t_ckpt > args.ckpt_minutes * 60:
             checkpoint(); t_ckpt = time.time()
         if stop:

@@ -265,13 +265,17 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
       qm[g] = static_cast<float>(qmd);
     }
     constexpr int kBlock = kKeyBlock;
-    constexpr int64_t kAhead = 48;  // union rows; ~24 KB of K and V in flight
+    constexpr int64_t kAhead = 48;  // union rows: ~24 KB of K and V requested ahead
     s.kbuf.resize(static_cast<size_t>(kBlock) * d);
     s.vbuf.resize(static_cast<size_t>(kBlock) * d);
     s.s.resize(static_cast<size_t>(G) * kBlock);
     const size_t row_bytes = static_cast<size_t>(d) * sizeof(uint16_t);
     const uint32_t* pos = s.pos.data();
     const float* knorm = hs.key_norm.data();
+    for (int64_t a = 0; a < std::min(nu, kAhead); ++a) {
+      prefetch_range(kv.key(kvh, pos[a]), row_bytes);
+      prefetch_range(kv.value(kvh, pos[a]), row_bytes);
+    }
     for (int64_t b = 0; b < nu; b += kBlock) {
       const int n = static_cast<int>(std::min<int64_t>(kBlock, nu - b));
       // Rows are scattered, so the hardware prefetcher cannot help: while this block's K rows

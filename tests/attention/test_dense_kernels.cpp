@@ -93,5 +93,19 @@ TEST(DenseKernels, ExpShiftSumMatchesStdExp) {
   }
 }
 
+TEST(DenseKernels, MaxOfMatchesSequentialMax) {
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  EXPECT_EQ(max_of(nullptr, 0), -inf);
+  std::mt19937_64 rng(11);
+  for (int n : {1, 5, 15, 16, 17, 31, 64, 100}) {
+    auto x = random_f32(static_cast<size_t>(n), rng);
+    x[rng() % n] = nan;  // NaN entries are skipped, as by the sequential x > m ? x : m
+    if (n > 2) x[rng() % n] = -inf;
+    float want = -inf;
+    for (float v : x) want = v > want ? v : want;
+    EXPECT_EQ(max_of(x.data(), n), want) << "n " << n;
+  }
+}
+
 }  // namespace
 }  // namespace mp::attn::blk
