@@ -39,6 +39,8 @@ struct Value {
 std::string_view value_type_name(ValueType t);
 // Bytes of one element of a fixed-size value type (0 for STRING / ARRAY / unknown ids).
 size_t value_type_size(ValueType t);
+// True for the eight integer types (not BOOL).
+bool is_integer_type(ValueType t);
 
 struct TensorInfo {
   std::string name;

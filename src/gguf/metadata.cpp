@@ -40,9 +40,7 @@ int64_t TensorInfo::n_elements() const {
   return n;
 }
 
-namespace {
-
-bool is_integer(ValueType t) {
+bool is_integer_type(ValueType t) {
   switch (t) {
     case ValueType::UINT8: case ValueType::INT8: case ValueType::UINT16: case ValueType::INT16:
     case ValueType::UINT32: case ValueType::INT32: case ValueType::UINT64: case ValueType::INT64:
@@ -51,6 +49,8 @@ bool is_integer(ValueType t) {
       return false;
   }
 }
+
+namespace {
 
 std::string describe(const Value& v) {
   std::string s(value_type_name(v.type));
@@ -89,13 +89,13 @@ std::string File::get_string(std::string_view key) const {
 
 int64_t File::get_int(std::string_view key) const {
   const Value& v = required(*this, key);
-  return typed(*this, key, &v, is_integer(v.type), "an integer").i;
+  return typed(*this, key, &v, is_integer_type(v.type), "an integer").i;
 }
 
 double File::get_float(std::string_view key) const {
   const Value& v = required(*this, key);
   const bool is_float = v.type == ValueType::FLOAT32 || v.type == ValueType::FLOAT64;
-  typed(*this, key, &v, is_float || is_integer(v.type), "a number");
+  typed(*this, key, &v, is_float || is_integer_type(v.type), "a number");
   return is_float ? v.f : static_cast<double>(v.i);
 }
 

@@ -20,16 +20,6 @@ constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 constexpr uint64_t kMinKvBytes = 8 + 4 + 1;          // empty key, type, one-byte value
 constexpr uint64_t kMinTensorBytes = 8 + 4 + 8 + 4 + 8;  // empty name, n_dims=1, dim, type, offset
 
-bool is_integer(ValueType t) {
-  switch (t) {
-    case ValueType::UINT8: case ValueType::INT8: case ValueType::UINT16: case ValueType::INT16:
-    case ValueType::UINT32: case ValueType::INT32: case ValueType::UINT64: case ValueType::INT64:
-      return true;
-    default:
-      return false;
-  }
-}
-
 std::string quoted(std::string_view s) {
   std::string r;  // built piecewise: "'" + s trips a GCC 12 -Wrestrict false positive
   r.reserve(s.size() + 2);
@@ -194,7 +184,7 @@ void File::parse(const uint8_t* data, size_t size) {
 
   // general.alignment: the spec says UINT32; any integer type that fits is accepted.
   if (const Value* a = find("general.alignment")) {
-    if (!is_integer(a->type))
+    if (!is_integer_type(a->type))
       c.fail("general.alignment has type " + std::string(value_type_name(a->type)) +
                  ", expected UINT32",
              alignment_at);
