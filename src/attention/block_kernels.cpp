@@ -14,19 +14,13 @@ namespace {
 inline float load_kv(bool bf16, uint16_t x) { return bf16 ? bf16_to_f32(x) : fp16_to_f32(x); }
 
 Isa clamp(Isa requested, int d) {
-  static const Isa best = best_isa();
-  Isa isa = std::min(requested, best);
+  Isa isa = std::min(requested, best_isa());
   if (isa == Isa::Avx512 && d % 16 != 0) isa = Isa::Avx2;
   if (isa == Isa::Avx2 && d % 8 != 0) isa = Isa::Scalar;
   return isa;
 }
 
 }  // namespace
-
-Isa cached_isa() {
-  static const Isa sel = selected_isa();
-  return sel;
-}
 
 void scores_ref(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
                 float* s, int64_t lds) {

@@ -46,7 +46,4 @@ MP_BLOCK_KERNELS(avx512)
 #undef MP_BLOCK_KERNELS
 }  // namespace detail
 
-// best_isa() capped by MAGICPIG_ISA, evaluated once per process (cpuid traps on VMs).
-Isa cached_isa();
-
 }  // namespace mp::attn::blk

@@ -45,7 +45,7 @@ void prefill_attention(const KvView& kv, const HeadShape& shape, int64_t pos0, i
   const int64_t n_qb = (n_q + qpb - 1) / qpb;
   const int64_t n_items = n_qb * shape.n_kv_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const Isa isa = blk::cached_isa();
+  const Isa isa = selected_isa();
 
 #pragma omp parallel num_threads(std::max(1, n_threads))
   {
@@ -93,7 +93,7 @@ void dense_decode(const KvView& kv, const HeadShape& shape, const float* q, floa
   const int64_t n_chunks = (n + kDecodeChunk - 1) / kDecodeChunk;
   const int64_t n_items = n_chunks * shape.n_kv_head;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const Isa isa = blk::cached_isa();
+  const Isa isa = selected_isa();
   // Partial results per (item, group head): states and unnormalised accumulators.
   std::vector<PartialSoftmax> st(static_cast<size_t>(n_items) * G);
   std::vector<float> acc(static_cast<size_t>(n_items) * G * d, 0.0f);
@@ -134,7 +134,7 @@ PartialSoftmax partial_attention_range(const KvView& kv, int h, const float* q, 
   end = std::min(end, kv.n_tokens);
   if (begin >= end) return st;
   RowsScratch scratch;
-  attend_rows(kv, h, q, 1, scale, begin, end, nullptr, &st, acc, scratch, blk::cached_isa());
+  attend_rows(kv, h, q, 1, scale, begin, end, nullptr, &st, acc, scratch, selected_isa());
   return st;
 }
 

@@ -41,7 +41,7 @@ class OracleSamplingPolicy final : public LayeredPolicy {
     const int64_t n = kv.n_tokens, n_p = kv.n_prompt;
     const int64_t B = std::max<int64_t>(1, budget_keys(cfg_.budget, n_p));
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    const Isa isa = blk::cached_isa();
+    const Isa isa = selected_isa();
 #pragma omp parallel num_threads(std::clamp(n_threads, 1, shape_.n_kv_head))
     {
       std::vector<float> s;

@@ -80,7 +80,7 @@ class QuestPolicy final : public LayeredPolicy {
     const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, P = cfg_.page_size;
     const int64_t target = budget_keys(cfg_.budget, kv.n_prompt);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    const Isa isa = blk::cached_isa();
+    const Isa isa = selected_isa();
 #pragma omp parallel num_threads(std::clamp(n_threads, 1, shape_.n_kv_head))
     {
       RowsScratch scratch;

@@ -24,7 +24,7 @@ class StreamingPolicy final : public LayeredPolicy {
     const int64_t sink_end = std::min<int64_t>(cfg_.sinks, n_p);
     const int64_t local_begin = std::max(sink_end, n_p - cfg_.local);
     const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    const Isa isa = blk::cached_isa();
+    const Isa isa = selected_isa();
 #pragma omp parallel num_threads(std::clamp(n_threads, 1, shape_.n_kv_head))
     {
       RowsScratch scratch;

@@ -7,16 +7,6 @@
 
 namespace mp::kernels::detail {
 
-inline Isa clamp_isa(Isa requested) {
-  // cpuid traps to the hypervisor on VMs (microseconds); detect once, the CPU does not change.
-  static const Isa best = best_isa();
-  return std::min(requested, best);
-}
-
-// selected_isa() (env cap included), evaluated once per process.
-inline Isa cached_selected_isa() {
-  static const Isa sel = selected_isa();
-  return sel;
-}
+inline Isa clamp_isa(Isa requested) { return std::min(requested, best_isa()); }
 
 }  // namespace mp::kernels::detail

@@ -121,11 +121,11 @@ void f32_to_kv(DType kv_type, const float* src, uint16_t* dst, int64_t n, Isa is
 }
 
 void kv_to_f32(DType kv_type, const uint16_t* src, float* dst, int64_t n) {
-  kv_to_f32(kv_type, src, dst, n, detail::cached_selected_isa());
+  kv_to_f32(kv_type, src, dst, n, selected_isa());
 }
 
 void f32_to_kv(DType kv_type, const float* src, uint16_t* dst, int64_t n) {
-  f32_to_kv(kv_type, src, dst, n, detail::cached_selected_isa());
+  f32_to_kv(kv_type, src, dst, n, selected_isa());
 }
 
 }  // namespace mp::kernels

@@ -100,7 +100,7 @@ void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, 
 
 void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
             int n_threads) {
-  matmul(t, W, rows, cols, X, n, Y, n_threads, detail::cached_selected_isa());
+  matmul(t, W, rows, cols, X, n, Y, n_threads, selected_isa());
 }
 
 }  // namespace mp::kernels

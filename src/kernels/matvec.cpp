@@ -88,7 +88,7 @@ void matvec(DType t, const void* W, int64_t rows, int64_t cols, const float* x, 
 }
 
 void matvec(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y, int n_threads) {
-  matvec(t, W, rows, cols, x, y, n_threads, detail::cached_selected_isa());
+  matvec(t, W, rows, cols, x, y, n_threads, selected_isa());
 }
 
 }  // namespace mp::kernels
