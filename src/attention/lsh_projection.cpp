@@ -6,17 +6,11 @@
 #include "attention/lsh.h"
 #include "attention/lsh_pack.h"
 #include "common/error.h"
+#include "common/rng.h"
 
 namespace mp::attn::lsh {
 
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 // Uniform in (0, 1]: never 0, so log() below is finite.
 double uniform01(uint64_t& state) {

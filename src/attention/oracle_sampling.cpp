@@ -9,17 +9,11 @@
 
 #include "attention/baselines.h"
 #include "attention/block_kernels.h"
+#include "common/rng.h"
 
 namespace mp::attn {
 
 namespace {
-
-uint64_t splitmix64(uint64_t& state) {
-  uint64_t z = (state += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
 
 uint64_t stream_seed(uint64_t seed, int layer, int head, int64_t pos) {
   uint64_t s = seed;

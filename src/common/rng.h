@@ -1,6 +1,8 @@
 // A small deterministic RNG (splitmix64-seeded xoshiro256**): the same seed gives the same
 // stream on every platform, unlike std:: distributions whose output is implementation-defined.
 #pragma once
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 namespace mp {
@@ -26,6 +28,11 @@ class Rng {
     return result;
   }
   double uniform() { return static_cast<double>(next() >> 11) * 0x1.0p-53; }  // [0, 1)
+  // N(0, 1) by Box-Muller from two uniforms (the first clamped away from 0 so log is finite).
+  double gaussian() {
+    const double u1 = std::max(uniform(), 1e-300), u2 = uniform();
+    return std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+  }
 
  private:
   static uint64_t rotl(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }

@@ -97,10 +97,7 @@ void Sequence::fill_random(int64_t n, uint64_t seed) {
   const HParams& hp = model_.hp;
   const int kd = hp.n_kv_head * hp.head_dim;
   Rng rng(seed);
-  auto gaussian = [&rng] {
-    const double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
-    return float(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
-  };
+  auto gaussian = [&rng] { return float(rng.gaussian()); };
   std::vector<float> mean(size_t(hp.n_layer) * kd), k(kd), v(kd);
   for (int l = 0; l < hp.n_layer; ++l)
     for (int h = 0; h < hp.n_kv_head; ++h) {

@@ -66,10 +66,7 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
   out.set_u32("llama.vocab_size", uint32_t(n_vocab));
 
   Rng rng(s.seed);
-  auto gaussian = [&] {
-    const double u1 = std::max(rng.uniform(), 1e-300), u2 = rng.uniform();
-    return float(std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2));
-  };
+  auto gaussian = [&rng] { return float(rng.gaussian()); };
   auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
     const DType t = cols % dtype_block_size(s.type) == 0 ? s.type : DType::F32;
     const size_t rb = dtype_row_bytes(t, cols);

@@ -181,11 +181,7 @@ int cmd_bench(int argc, char** argv) {
   add_attention_options(a, ac, /*with_name=*/false);
   a.value({"--attn"}, "LIST", "policies, e.g. dense,magicpig", [&](const std::string& v) {
     o.attn = split(v, ',');  // a list here, one name in run
-    for (const std::string& name : o.attn) {
-      bool known = false;
-      for (const std::string& n : attn::policy_names()) known |= n == name;
-      check(known, "--attn: unknown policy '" + name + "'");
-    }
+    for (const std::string& name : o.attn) check_policy_name(name);
   });
   a.value({"-t", "--threads"}, "LIST", "thread counts (default: all cores)",
           [&](const std::string& v) { o.threads = parse_list<int>("-t", v, 1, 1024); });

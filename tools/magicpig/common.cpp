@@ -27,16 +27,18 @@ void add_model_options(Args& a, ModelOptions& o, bool with_ctx, bool with_thread
   });
 }
 
+void check_policy_name(const std::string& name) {
+  attn::Config c;
+  c.name = name;
+  c.validate(attn::HeadShape{1, 1, 1, 1});  // names the policy and lists the known ones
+}
+
 void add_attention_options(Args& a, attn::Config& c, bool with_name) {
   std::string names;
   for (const std::string& n : attn::policy_names()) names += (names.empty() ? "" : "|") + n;
   if (with_name)
   a.value({"--attn"}, "NAME", "decode attention policy: " + names + " (default dense)", [&c](const std::string& v) {
-    bool known = false;
-    for (const std::string& n : attn::policy_names()) known |= n == v;
-    std::string all;
-    for (const std::string& n : attn::policy_names()) all += (all.empty() ? "" : ", ") + n;
-    check(known, "--attn: unknown policy '" + v + "' (known: " + all + ")");
+    check_policy_name(v);
     c.name = v;
   });
   a.value({"-K", "--lsh-k"}, "N", "magicpig: bits per hash table (default 10)",

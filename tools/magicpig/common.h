@@ -18,6 +18,8 @@ struct ModelOptions {
 };
 
 void add_model_options(Args& a, ModelOptions& o, bool with_ctx = true, bool with_threads = true);
+// Throws "--attn: unknown policy ..." unless name is one of attn::policy_names().
+void check_policy_name(const std::string& name);
 void add_attention_options(Args& a, attn::Config& c, bool with_name = true);
 // Resolves the model path: -m, else $MAGICPIG_MODEL, else models/default.gguf next to the
 // source tree or the current directory. Throws when none exists.
