@@ -2,6 +2,7 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -43,18 +44,32 @@ static KvShape kv_shape(const Model& m, const SequenceOptions& opt) {
   return KvShape{m.hp.n_layer, m.hp.n_kv_head, m.hp.head_dim, opt.n_ctx, opt.kv_type};
 }
 
+MemoryEstimate estimate_memory(const Model& m, const SequenceOptions& opt_in) {
+  SequenceOptions opt = opt_in;
+  if (opt.n_ctx == 0) opt.n_ctx = m.hp.n_ctx_train;
+  MemoryEstimate e;
+  e.n_ctx = std::max<int64_t>(opt.n_ctx, 0);
+  e.kv_bytes = KvCache::bytes_per_token(kv_shape(m, opt)) * static_cast<size_t>(e.n_ctx);
+  e.aux_bytes = attn::aux_bytes_estimate(opt.attention, head_shape(m.hp), e.n_ctx, opt.n_threads);
+  return e;
+}
+
+void check_memory_fits(const MemoryEstimate& est, size_t available, const std::string& policy) {
+  if (available == 0 || est.total() < available) return;
+  std::string need = std::to_string(est.kv_bytes >> 20) + " MiB of KV cache";
+  if (est.aux_bytes > 0)
+    need += " + ~" + std::to_string(est.aux_bytes >> 20) + " MiB of " + policy + " attention structures";
+  throw Error("a context of " + std::to_string(est.n_ctx) + " tokens needs " + need + " but only " +
+              std::to_string(available >> 20) + " MiB of memory is available; lower -c");
+}
+
 Sequence::Sequence(const Model& model, const SequenceOptions& opt_in)
     : model_(model),
       opt_(resolve(model, opt_in)),
       backend_(opt_.n_threads),
       cache_([&] {
-        const KvShape s = kv_shape(model, opt_);
-        const size_t need = KvCache::bytes_per_token(s) * static_cast<size_t>(s.capacity);
-        const size_t avail = available_memory_bytes();
-        check(avail == 0 || need < avail,
-              "a context of " + std::to_string(s.capacity) + " tokens needs " + std::to_string(need >> 20) +
-                  " MiB of KV cache but only " + std::to_string(avail >> 20) + " MiB of memory is available; lower -c");
-        return s;
+        check_memory_fits(estimate_memory(model, opt_), available_memory_bytes(), opt_.attention.name);
+        return kv_shape(model, opt_);
       }()),
       policy_(attn::make_sequence_attention(opt_.attention, head_shape(model.hp))),
       logits_(model.hp.n_vocab, 0.0f),
@@ -72,6 +87,34 @@ Sequence::Sequence(const Sequence& o, int)
       prompt_finished_(o.prompt_finished_) {}
 
 std::unique_ptr<Sequence> Sequence::fork() const { return std::unique_ptr<Sequence>(new Sequence(*this, 0)); }
+
+Sequence::Sequence(const Sequence& o, std::unique_ptr<attn::SequenceAttention> policy, const attn::Config& cfg)
+    : model_(o.model_),
+      opt_(o.opt_),
+      backend_(o.opt_.n_threads),
+      cache_(o.cache_),
+      policy_(std::move(policy)),
+      logits_(o.logits_),
+      tokens_(o.tokens_),
+      n_vocab_(o.n_vocab_) {
+  opt_.attention = cfg;
+}
+
+std::unique_ptr<Sequence> Sequence::fork(const attn::Config& policy) const {
+  check(!prompt_finished_, "fork with another policy needs a sequence whose prompt is not finished yet");
+  policy.validate(head_shape(model_.hp));
+  return std::unique_ptr<Sequence>(
+      new Sequence(*this, attn::make_sequence_attention(policy, head_shape(model_.hp)), policy));
+}
+
+std::unique_ptr<Sequence> Sequence::fork(std::unique_ptr<attn::SequenceAttention> policy,
+                                         const std::string& name) const {
+  check(!prompt_finished_, "fork with another policy needs a sequence whose prompt is not finished yet");
+  check(policy != nullptr, "fork: null policy");
+  attn::Config cfg = opt_.attention;
+  cfg.name = name;
+  return std::unique_ptr<Sequence>(new Sequence(*this, std::move(policy), cfg));
+}
 
 void Sequence::prefill(std::span<const int32_t> tokens, bool all_logits,
                        const std::function<void(int64_t, int64_t)>& progress) {
@@ -119,6 +162,22 @@ void Sequence::fill_random(int64_t n, uint64_t seed) {
     }
   cache_.set_n_tokens(start + n);
   tokens_.insert(tokens_.end(), size_t(n), 0);
+}
+
+void Sequence::restore_prompt(std::span<const int32_t> tokens, std::span<const float> last_logits,
+                              const std::function<void(KvCache&)>& write_kv) {
+  check(cache_.n_tokens() == 0 && !prompt_finished_, "restore_prompt needs a fresh sequence (no tokens yet)");
+  check(int64_t(tokens.size()) <= cache_.shape().capacity,
+        "a saved prompt of " + std::to_string(tokens.size()) + " tokens does not fit the context of " +
+            std::to_string(cache_.shape().capacity) + " (raise -c)");
+  check(last_logits.size() == size_t(n_vocab_), "restore_prompt: logits must have n_vocab entries");
+  for (int32_t t : tokens)
+    check(t >= 0 && t < n_vocab_, "saved token id " + std::to_string(t) + " is out of range [0, " +
+                                      std::to_string(n_vocab_) + ")");
+  write_kv(cache_);
+  cache_.set_n_tokens(int64_t(tokens.size()));
+  tokens_.assign(tokens.begin(), tokens.end());
+  logits_.assign(last_logits.begin(), last_logits.end());
 }
 
 void Sequence::finish_prompt() {

@@ -6,6 +6,7 @@
 #include <functional>
 #include <memory>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "attention/policy.h"
@@ -53,6 +54,13 @@ class Sequence {
   bool prompt_finished() const { return prompt_finished_; }
 
   std::unique_ptr<Sequence> fork() const;
+  // Copies the prefilled state (KV, tokens, logits) under another decode policy, so several
+  // policies decode from one prefill. Only before the prompt is finished (the policy builds
+  // its structures when the copy finishes its prompt).
+  std::unique_ptr<Sequence> fork(const attn::Config& policy) const;
+  // The same with a caller-made policy state (e.g. an instrumented one that runs several
+  // policies side by side); `name` is recorded in options().attention.name.
+  std::unique_ptr<Sequence> fork(std::unique_ptr<attn::SequenceAttention> policy, const std::string& name) const;
 
   const attn::Cost& cost() const { return policy_->cost(); }
   size_t kv_bytes() const { return cache_.bytes_used(); }
@@ -61,8 +69,18 @@ class Sequence {
   // Ends the prompt explicitly (normally done by the first step()).
   void finish_prompt();
 
+  // Prompt cache (engine/prompt_cache.h): what is saved, and restoring a saved prompt into this
+  // fresh sequence (no tokens yet): write_kv fills K/V of positions [0, tokens.size()) of every
+  // layer; last_logits has n_vocab floats. Validated before anything is written.
+  const Model& model() const { return model_; }
+  const KvCache& kv_cache() const { return cache_; }
+  void restore_prompt(std::span<const int32_t> tokens, std::span<const float> last_logits,
+                      const std::function<void(KvCache&)>& write_kv);
+
  private:
+  friend struct SequenceBatchAccess;  // engine/batch.cpp: decodes several sequences in one pass
   Sequence(const Sequence& other, int);  // fork
+  Sequence(const Sequence& other, std::unique_ptr<attn::SequenceAttention> policy, const attn::Config& cfg);
   const Model& model_;
   SequenceOptions opt_;
   CpuBackend backend_;
@@ -78,5 +96,22 @@ class Sequence {
 size_t available_memory_bytes();
 // Peak resident set size of this process in bytes.
 size_t peak_rss_bytes();
+
+// Memory a sequence with these options needs once its context is full: the KV cache and an
+// estimate of the policy's auxiliary structures (attn::aux_bytes_estimate: magicpig's hash
+// tables, quest's page summaries, per-thread scratch). Options are resolved (n_ctx 0 = the
+// model's) but not validated.
+struct MemoryEstimate {
+  int64_t n_ctx = 0;
+  size_t kv_bytes = 0;
+  size_t aux_bytes = 0;
+  size_t total() const { return kv_bytes + aux_bytes; }
+  double kv_per_token() const { return n_ctx > 0 ? double(kv_bytes) / double(n_ctx) : 0; }
+  double aux_per_token() const { return n_ctx > 0 ? double(aux_bytes) / double(n_ctx) : 0; }
+};
+MemoryEstimate estimate_memory(const Model& model, const SequenceOptions& opt);
+// Throws mp::Error naming the sizes when est.total() does not fit in `available` bytes
+// (0: unknown, accepted). `policy` names the auxiliary structures in the message.
+void check_memory_fits(const MemoryEstimate& est, size_t available, const std::string& policy);
 
 }  // namespace mp

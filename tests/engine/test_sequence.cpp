@@ -61,6 +61,46 @@ TEST_F(Fixture, ForkIsIndependent) {
   EXPECT_EQ(b->n_tokens(), 11);
 }
 
+// A policy fork of one prefill decodes exactly like a sequence prefilled under that policy.
+TEST_F(Fixture, PolicyForkEqualsFreshSequence) {
+  SequenceOptions o = opts(256);
+  Sequence dense(*model, o);
+  dense.prefill(prompt(150));
+  attn::Config sp;
+  sp.name = "streaming";
+  sp.sinks = 4;
+  sp.local = 16;
+  std::unique_ptr<Sequence> forked = dense.fork(sp);
+  o.attention = sp;
+  Sequence fresh(*model, o);
+  fresh.prefill(prompt(150));
+  EXPECT_EQ(forked->options().attention.name, "streaming");
+  for (int32_t t : {3, 8, 13}) {
+    forked->step(t);
+    fresh.step(t);
+    dense.step(t);
+    ASSERT_EQ(std::vector<float>(forked->logits().begin(), forked->logits().end()),
+              std::vector<float>(fresh.logits().begin(), fresh.logits().end()));
+  }
+  // streaming with a 20-token window really differs from dense on a 150-token prompt
+  EXPECT_NE(std::vector<float>(forked->logits().begin(), forked->logits().end()),
+            std::vector<float>(dense.logits().begin(), dense.logits().end()));
+  EXPECT_GT(dense.cost().fraction(), forked->cost().fraction());
+}
+
+TEST_F(Fixture, PolicyForkAfterDecodingIsRefused) {
+  Sequence a(*model, opts());
+  a.prefill(prompt(10));
+  a.step(1);
+  attn::Config sp;
+  sp.name = "topk";
+  EXPECT_THROW(a.fork(sp), Error);
+  sp.name = "nonsense";
+  Sequence b(*model, opts());
+  b.prefill(prompt(10));
+  EXPECT_THROW(b.fork(sp), Error);
+}
+
 TEST_F(Fixture, PromptLongerThanContextIsRefused) {
   Sequence a(*model, opts(16));
   try {

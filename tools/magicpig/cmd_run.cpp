@@ -1,12 +1,14 @@
 // magicpig run: prompt in, streamed text out, llama.cpp-style timing summary on stderr.
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <sstream>
 
 #include "common.h"
 #include "common/error.h"
+#include "engine/prompt_cache.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "model/model.h"
@@ -17,6 +19,33 @@ namespace mp::cli {
 namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+// The longest usable prefix of `ids` from the prompt cache at path, as a new sequence, or
+// nullptr when there is none (no file, an empty one, no shared prefix, or a file from another
+// model, version or --cache-type, or corrupt: a warning says which; it is then rewritten). A
+// file that is not a prompt cache is an error: it is not ours to overwrite.
+std::unique_ptr<Sequence> restore_prompt(const Model& model, const SequenceOptions& so, const std::string& path,
+                                         std::span<const int32_t> ids, int64_t& reused) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) == 0) return nullptr;
+  check(is_prompt_cache_file(path), "'" + path + "' exists but is not a magicpig prompt cache; refusing to overwrite it");
+  const auto t0 = Clock::now();
+  try {
+    const int64_t keep = reusable_prefix(peek_prompt_cache(path, model).tokens, ids);
+    if (keep == 0) {
+      std::fprintf(stderr, "prompt cache: '%s' shares no prefix with this prompt\n", path.c_str());
+      return nullptr;
+    }
+    std::unique_ptr<Sequence> seq = load_prompt_cache(model, so, path, keep);
+    reused = keep;
+    std::fprintf(stderr, "prompt cache: reused %lld of %zu prompt tokens from '%s' (%.2f ms)\n", (long long)keep,
+                 ids.size(), path.c_str(), seconds_since(t0) * 1e3);
+    return seq;
+  } catch (const Error& e) {
+    std::fprintf(stderr, "warning: prompt cache not used: %s\n", e.what());
+    return nullptr;
+  }
+}
 }  // namespace
 
 int cmd_run(int argc, char** argv) {
@@ -25,6 +54,8 @@ int cmd_run(int argc, char** argv) {
   SamplerParams sp;
   std::string prompt, prompt_file, system_prompt;
   bool chat = false, ignore_eos = false, show_prompt = false, have_prompt = false;
+  std::string prompt_cache;
+  bool prompt_cache_ro = false;
   int64_t n_predict = 128;
   Args a("run", "Generates text from a prompt, streaming it to stdout.");
   add_model_options(a, mo);
@@ -50,6 +81,11 @@ int cmd_run(int argc, char** argv) {
   a.value({"--system"}, "TEXT", "system message for --chat", [&](const std::string& v) { system_prompt = v; });
   a.flag({"--ignore-eos"}, "keep generating past end-of-text tokens", ignore_eos);
   a.flag({"--display-prompt"}, "echo the prompt before the generated text", show_prompt);
+  a.value({"--prompt-cache"}, "FILE",
+          "reuse the prefilled prompt saved in FILE (its longest prefix shared with this prompt) and save this "
+          "prompt's prefill there",
+          [&](const std::string& v) { prompt_cache = v; });
+  a.flag({"--prompt-cache-ro"}, "use --prompt-cache without updating the file", prompt_cache_ro);
   add_attention_options(a, ac);
   if (!a.parse(argc, argv, 2)) return 0;
 
@@ -60,6 +96,7 @@ int cmd_run(int argc, char** argv) {
     prompt.assign(std::istreambuf_iterator<char>(in), {});
   }
   check(have_prompt, "no prompt: give -p TEXT or -f FILE");
+  check(!prompt_cache_ro || !prompt_cache.empty(), "--prompt-cache-ro needs --prompt-cache FILE");
   sp.validate();
 
   const auto t_load = Clock::now();
@@ -82,56 +119,76 @@ int cmd_run(int argc, char** argv) {
   so.kv_type = mo.kv_type;
   so.n_threads = resolved_threads(mo);
   so.attention = ac;
-  Sequence seq(*model, so);
-  check(int64_t(ids.size()) < seq.n_ctx(), "prompt is too long: " + std::to_string(ids.size()) +
-                                               " tokens do not fit the context of " + std::to_string(seq.n_ctx()) +
+  std::unique_ptr<Sequence> seq = std::make_unique<Sequence>(*model, so);
+  check(int64_t(ids.size()) < seq->n_ctx(), "prompt is too long: " + std::to_string(ids.size()) +
+                                               " tokens do not fit the context of " + std::to_string(seq->n_ctx()) +
                                                " (raise -c)");
-  if (n_predict < 0) n_predict = seq.n_ctx() - int64_t(ids.size());
-  check(int64_t(ids.size()) + n_predict <= seq.n_ctx(),
+  if (n_predict < 0) n_predict = seq->n_ctx() - int64_t(ids.size());
+  check(int64_t(ids.size()) + n_predict <= seq->n_ctx(),
         "prompt (" + std::to_string(ids.size()) + " tokens) + -n " + std::to_string(n_predict) +
-            " exceeds the context of " + std::to_string(seq.n_ctx()) + " tokens (raise -c or lower -n)");
+            " exceeds the context of " + std::to_string(seq->n_ctx()) + " tokens (raise -c or lower -n)");
   if (show_prompt) {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
   }
 
+  print_memory_plan(*model, so);
+  int64_t reused = 0;
+  if (!prompt_cache.empty())
+    if (std::unique_ptr<Sequence> restored = restore_prompt(*model, so, prompt_cache, ids, reused)) seq = std::move(restored);
+  const std::span<const int32_t> rest = std::span<const int32_t>(ids).subspan(size_t(reused));
+
   const auto t_prompt = Clock::now();
-  seq.prefill(ids, false, [&](int64_t done, int64_t total) {
+  seq->prefill(rest, false, [&](int64_t done, int64_t total) {
     progress_bar("prefill", done, total, seconds_since(t_prompt));
   });
   const double prompt_s = seconds_since(t_prompt);
+  if (!prompt_cache.empty() && !prompt_cache_ro && !rest.empty()) {
+    const auto t_save = Clock::now();
+    try {
+      save_prompt_cache(*seq, prompt_cache);
+      std::fprintf(stderr, "prompt cache: saved %lld tokens to '%s' (%s, %.2f ms)\n", (long long)seq->n_tokens(),
+                   prompt_cache.c_str(), human_bytes(double(std::filesystem::file_size(prompt_cache))).c_str(),
+                   seconds_since(t_save) * 1e3);
+    } catch (const Error& e) {  // generation does not depend on the cache
+      std::fprintf(stderr, "warning: prompt cache not saved: %s\n", e.what());
+    }
+  }
 
   Sampler sampler(sp);
   Utf8Stream out;
   const auto t_gen = Clock::now();
   int64_t generated = 0;
   for (; generated < n_predict; ++generated) {
-    const int32_t tok = sampler.sample(seq.logits(), seq.tokens());
+    const int32_t tok = sampler.sample(seq->logits(), seq->tokens());
     if (!ignore_eos && model->tokenizer.is_eog(tok)) break;
     std::fputs(out.push(model->tokenizer.token_to_piece(tok)).c_str(), stdout);
     std::fflush(stdout);
-    if (generated + 1 < n_predict) seq.step(tok);
+    if (generated + 1 < n_predict) seq->step(tok);
   }
   std::fputs(out.flush().c_str(), stdout);
   std::fputs("\n", stdout);
   const double gen_s = seconds_since(t_gen);
 
-  const attn::Cost& cost = seq.cost();
+  const attn::Cost& cost = seq->cost();
   std::fprintf(stderr, "\nmagicpig: model %s (%s, %d layers, %d/%d heads, ctx %lld), attention %s, %d threads\n",
                path.c_str(), human_bytes(double(model->weight_bytes())).c_str(), model->hp.n_layer, model->hp.n_head,
-               model->hp.n_kv_head, (long long)seq.n_ctx(), ac.name.c_str(), so.n_threads);
+               model->hp.n_kv_head, (long long)seq->n_ctx(), ac.name.c_str(), so.n_threads);
   std::fprintf(stderr, "load time   = %10.2f ms\n", load_s * 1e3);
-  std::fprintf(stderr, "prompt eval = %10.2f ms / %5zu tokens (%8.2f ms per token, %9.2f tokens per second)\n",
-               prompt_s * 1e3, ids.size(), prompt_s * 1e3 / double(ids.size()), double(ids.size()) / prompt_s);
+  if (!rest.empty())
+    std::fprintf(stderr, "prompt eval = %10.2f ms / %5zu tokens (%8.2f ms per token, %9.2f tokens per second)\n",
+                 prompt_s * 1e3, rest.size(), prompt_s * 1e3 / double(rest.size()), double(rest.size()) / prompt_s);
+  else
+    std::fprintf(stderr, "prompt eval = all %zu prompt tokens came from the prompt cache\n", ids.size());
   if (generated > 0)
     std::fprintf(stderr, "eval time   = %10.2f ms / %5lld tokens (%8.2f ms per token, %9.2f tokens per second)\n",
                  gen_s * 1e3, (long long)generated, gen_s * 1e3 / double(generated), double(generated) / gen_s);
   std::fprintf(stderr, "keys read   = %10.4f of prompt keys per sparse layer-head-step (attention cost)\n",
                cost.fraction());
   std::fprintf(stderr, "memory      = KV %s (%s per token), attention tables %s, peak RSS %s\n",
-               human_bytes(double(seq.kv_bytes())).c_str(),
-               human_bytes(double(seq.kv_bytes()) / double(std::max<int64_t>(seq.n_tokens(), 1))).c_str(),
-               human_bytes(double(seq.aux_bytes())).c_str(), human_bytes(double(peak_rss_bytes())).c_str());
+               human_bytes(double(seq->kv_bytes())).c_str(),
+               human_bytes(double(seq->kv_bytes()) / double(std::max<int64_t>(seq->n_tokens(), 1))).c_str(),
+               human_bytes(double(seq->aux_bytes())).c_str(), human_bytes(double(peak_rss_bytes())).c_str());
   return 0;
 }
 

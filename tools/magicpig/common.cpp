@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/error.h"
+#include "engine/sequence.h"
 
 namespace mp::cli {
 
@@ -116,6 +117,15 @@ void progress_bar(const char* what, int64_t done, int64_t total, double elapsed_
                width - filled, "", (long long)done, (long long)total, eta);
   if (done == total) std::fputs("\r\033[K", stderr);
   std::fflush(stderr);
+}
+
+void print_memory_plan(const Model& model, const SequenceOptions& so) {
+  const MemoryEstimate e = estimate_memory(model, so);
+  const size_t avail = available_memory_bytes();
+  std::fprintf(stderr, "memory plan = KV %s + %s structures ~%s per context token; %s + %s at %lld tokens (%s available)\n",
+               human_bytes(e.kv_per_token()).c_str(), so.attention.name.c_str(), human_bytes(e.aux_per_token()).c_str(),
+               human_bytes(double(e.kv_bytes)).c_str(), human_bytes(double(e.aux_bytes)).c_str(), (long long)e.n_ctx,
+               avail ? human_bytes(double(avail)).c_str() : "unknown");
 }
 
 }  // namespace mp::cli

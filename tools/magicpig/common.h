@@ -8,6 +8,11 @@
 #include "attention/policy.h"
 #include "common/dtype.h"
 
+namespace mp {
+struct Model;
+struct SequenceOptions;
+}  // namespace mp
+
 namespace mp::cli {
 
 struct ModelOptions {
@@ -29,11 +34,19 @@ int resolved_threads(const ModelOptions& o);
 std::string human_bytes(double bytes);
 // A one-line progress bar on stderr when it is a terminal; silent otherwise.
 void progress_bar(const char* what, int64_t done, int64_t total, double elapsed_s);
+// One stderr line with what a context of so.n_ctx tokens needs: KV cache and the policy's
+// auxiliary structures (estimate) per context token and at the full context, and the memory
+// available. For run and bench (mp::estimate_memory does the arithmetic).
+void print_memory_plan(const Model& model, const SequenceOptions& so);
 
 int cmd_run(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
+int cmd_eval(int argc, char** argv);  // dispatches to the three below (argv[2] is the suite)
+int cmd_eval_ruler(int argc, char** argv);
+int cmd_eval_attention_error(int argc, char** argv);
+int cmd_eval_perplexity(int argc, char** argv);
 
 }  // namespace mp::cli

@@ -17,7 +17,8 @@ void usage() {
       "  info       describe a GGUF model\n"
       "  tokenize   print the token ids of a text\n"
       "  convert    convert a llama2.c checkpoint to GGUF\n"
-      "  bench      llama-bench-style speed tables per attention policy and depth\n",
+      "  bench      llama-bench-style speed tables per attention policy and depth\n"
+      "  eval       quality per attention policy: ruler, attention-error, perplexity\n",
       stdout);
 }
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(cmd, "tokenize")) return mp::cli::cmd_tokenize(argc, argv);
     if (!std::strcmp(cmd, "convert")) return mp::cli::cmd_convert(argc, argv);
     if (!std::strcmp(cmd, "bench")) return mp::cli::cmd_bench(argc, argv);
+    if (!std::strcmp(cmd, "eval")) return mp::cli::cmd_eval(argc, argv);
     std::fprintf(stderr, "error: unknown command '%s' (run 'magicpig --help')\n", cmd);
     return 1;
   } catch (const mp::Error& e) {
