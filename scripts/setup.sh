@@ -12,7 +12,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
   libopenblas-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
-  python3
+  python3 python3-matplotlib  # matplotlib: eval plots (scripts/plot_attention_error.py)
 )
 # npm fetches llama.cpp (our cross-check peer). NodeSource's nodejs bundles npm and conflicts
 # with Debian's npm package, so install Debian's only when no npm is on PATH.

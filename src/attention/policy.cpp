@@ -123,4 +123,41 @@ std::unique_ptr<SequenceAttention> make_dense_attention(const Config& cfg, const
   return std::make_unique<DensePolicy>(cfg, shape);
 }
 
+// ---- memory estimate ----
+
+size_t aux_bytes_estimate(const Config& cfg, const HeadShape& shape, int64_t n_ctx, int n_threads) {
+  if (n_ctx <= 0 || shape.n_layer <= 0 || shape.n_kv_head <= 0) return 0;
+  const size_t n = static_cast<size_t>(n_ctx), d = static_cast<size_t>(shape.head_dim);
+  const size_t threads = static_cast<size_t>(std::max(1, n_threads));
+  const size_t group = static_cast<size_t>(std::max(1, shape.n_head / shape.n_kv_head));
+  std::vector<int> dense = cfg.dense_layers_set ? cfg.dense_layers : default_dense_layers(cfg.name, shape.n_layer);
+  std::sort(dense.begin(), dense.end());
+  dense.erase(std::unique(dense.begin(), dense.end()), dense.end());
+  const size_t sparse_heads = static_cast<size_t>(std::max<int64_t>(0, shape.n_layer - int64_t(dense.size()))) *
+                              static_cast<size_t>(shape.n_kv_head);
+  if (cfg.name == "magicpig") {
+    if (sparse_heads == 0) return 0;
+    const size_t L = static_cast<size_t>(cfg.lsh_l), buckets = (size_t{1} << cfg.lsh_k) + 1;
+    constexpr size_t kChunk = 65536, kTail = 256;  // lsh::HashTables
+    const size_t chunks = (n + kChunk - 1) / kChunk + (cfg.insert_generated ? 1 : 0);
+    size_t per_head = chunks * L * buckets * sizeof(uint32_t)  // bucket offsets
+                      + n * L * sizeof(uint16_t)               // indices
+                      + n * sizeof(float) * 5 / 4              // key norms (grown by 5/4 when decoding)
+                      + d * sizeof(float);                     // centring mean
+    if (cfg.insert_generated) per_head += kTail * (L * sizeof(uint16_t) + sizeof(uint32_t));
+    const size_t words = (n + 63) / 64;
+    size_t per_thread = (group + 1) * words * sizeof(uint64_t) + n * sizeof(uint32_t);  // bitmaps, union
+    if (cfg.threshold >= 3) per_thread += n * sizeof(uint32_t);                           // collision counter
+    const size_t hashing = std::min(n, kChunk) * (d * sizeof(float) + L * sizeof(uint16_t));  // prefill_done
+    return sparse_heads * per_head + threads * per_thread + hashing;
+  }
+  if (cfg.name == "quest") {
+    const size_t pages = (n + static_cast<size_t>(cfg.page_size) - 1) / static_cast<size_t>(cfg.page_size);
+    return sparse_heads * pages * 2 * d * sizeof(uint16_t);
+  }
+  if (cfg.name == "topk") return threads * n * (group * sizeof(float) + sizeof(int64_t) + sizeof(float));
+  if (cfg.name == "oracle-sampling") return threads * n * (group * sizeof(float) + sizeof(double));
+  return 0;  // dense, streaming
+}
+
 }  // namespace mp::attn

@@ -71,4 +71,12 @@ const std::vector<std::string>& policy_names();
 // Default dense layers of the paper: {0, n_layer/2} for magicpig, {0, 1} for quest, {} otherwise.
 std::vector<int> default_dense_layers(const std::string& policy, int n_layer);
 
+// Upper estimate of the bytes a policy's auxiliary structures take once n_ctx positions are
+// in the cache, with n_threads decode threads: magicpig's hash tables (2 bytes per key per
+// table per KV head per sparse layer, bucket offsets per 65536-token chunk, generated-token
+// tail, key norms) and query scratch, quest's page summaries, topk / oracle-sampling logit
+// scratch. 0 for dense and streaming. For the up-front memory check and reports; cfg is
+// assumed valid.
+size_t aux_bytes_estimate(const Config& cfg, const HeadShape& shape, int64_t n_ctx, int n_threads);
+
 }  // namespace mp::attn

@@ -50,7 +50,7 @@ void step_batch(std::span<Sequence* const> seqs, std::span<const int32_t> tokens
   }
   const size_t n_vocab = size_t(model.hp.n_vocab);
   std::vector<float> logits(seqs.size() * n_vocab);
-  forward_decode_batch(model, CpuBackend(threads), caches, policies, tokens, logits.data(), threads);
+  forward_decode_batch(model, CpuDecodeBatchBackend(threads), caches, policies, tokens, logits.data(), threads);
   for (size_t i = 0; i < seqs.size(); ++i) A::record(*seqs[i], tokens[i], &logits[i * n_vocab]);
 }
 

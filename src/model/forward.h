@@ -27,6 +27,34 @@ void forward_prefill(const Model& m, const Backend& be, KvCache& cache, std::spa
 void forward_decode(const Model& m, const Backend& be, KvCache& cache, attn::SequenceAttention& policy,
                     int32_t token, float* logits, int n_threads);
 
+// One decode step of n = tokens.size() sequences together (src/model/forward_batch.cpp):
+// sequence i's token runs at its own position caches[i]->n_tokens() and attends through
+// policies[i]; every linear layer is one Backend::linear call over the n rows (with
+// CpuDecodeBatchBackend each weight is read from memory once per step for all sequences).
+// Writes logits [n][n_vocab] (nullptr skips the output projection). Caches and policies must
+// be distinct and every cache must have room for one more token; everything is validated
+// before any cache is written.
+void forward_decode_batch(const Model& m, const Backend& be, std::span<KvCache* const> caches,
+                          std::span<attn::SequenceAttention* const> policies, std::span<const int32_t> tokens,
+                          float* logits, int n_threads);
+
+// Backend::linear for decode batches (a few rows of X): weight rows are taken in blocks of
+// ~512 KiB and each block is multiplied with every row of X by kernels::matvec while it is
+// cache-resident, so the weights stream from memory once per call and Y[i] is bit-identical to
+// kernels::matvec(W, X[i]) — a batched step equals single steps exactly, for every weight type.
+// (CpuBackend's matmul is built for prefill chunks: it dequantises every weight to f32 first,
+// which at n <= 8 costs more than the memory read it saves, and it skips the 8-bit activation
+// rounding of matvec, so its rows differ slightly from single steps.)
+class CpuDecodeBatchBackend final : public Backend {
+ public:
+  explicit CpuDecodeBatchBackend(int n_threads) : n_threads_(n_threads) {}
+  void linear(const Weight& w, const float* X, int64_t n, float* Y) const override;
+  int n_threads() const { return n_threads_; }
+
+ private:
+  int n_threads_;
+};
+
 // Scalar helpers, exposed for tests.
 void rms_norm(const float* x, const float* w, float* out, int n, float eps);
 // Rotates adjacent pairs (x[2i], x[2i+1]) of each of n_heads heads of head_dim at position pos.

@@ -116,9 +116,9 @@ TEST_F(PromptCache, AnyPolicyDecodesFromACacheSavedUnderDense) {
 }
 
 // A longer prompt restores the cached prefix and prefills the rest. Prefill computes each
-// position's K/V from earlier positions only, so the result equals a full prefill; it is
-// bit-identical here (one chunk each) and asserted within bf16 rounding to allow kernels
-// whose sums depend on the chunk split.
+// position's K/V from earlier positions only, so the result equals a full prefill up to the
+// rounding of kernels whose blocking depends on how the rows are split into chunks: measured
+// bit-identical for a 100 + 60 split, 1.8e-5 apart for 37 + 123 (logits of order 1).
 TEST_F(PromptCache, PrefixReuseEqualsFullPrefill) {
   const std::string path = saved(100);
   const std::vector<int32_t> longer = prompt(160);
@@ -131,8 +131,10 @@ TEST_F(PromptCache, PrefixReuseEqualsFullPrefill) {
     std::unique_ptr<Sequence> s = load_prompt_cache(*model, opts(), path, keep);
     EXPECT_EQ(s->n_tokens(), keep);
     s->prefill(std::span(longer).subspan(size_t(keep)));
-    EXPECT_EQ(s->tokens(), full.tokens());
-    EXPECT_LT(max_abs_diff(decode(*s), want), 1e-3) << keep;
+    EXPECT_EQ(s->tokens(), longer);
+    const double d = max_abs_diff(decode(*s), want);
+    std::printf("[ info ] keep %lld: max |logit diff| vs full prefill %g\n", (long long)keep, d);
+    EXPECT_LT(d, 1e-3) << keep;
   }
 }
 

@@ -121,7 +121,9 @@ TEST_F(Memory, ContextWhoseTablesCannotFitIsRefused) {
   }
   SequenceOptions dense;
   dense.n_ctx = int64_t(1) << 24;
-  if (avail > (size_t(3) << 30)) EXPECT_NO_THROW(Sequence(*model, dense));  // KV alone fits
+  if (avail > (size_t(3) << 30)) {
+    EXPECT_NO_THROW(Sequence(*model, dense));  // KV alone fits
+  }
 }
 
 }  // namespace

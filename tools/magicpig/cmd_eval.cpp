@@ -1,4 +1,4 @@
-// magicpig eval SUITE: quality of the decode attention policies (docs/eval.md).
+// magicpig eval SUITE: quality of the decode attention policies (docs/eval.md indexes the suites).
 #include <cstdio>
 #include <cstring>
 
@@ -13,9 +13,14 @@ int cmd_eval(int argc, char** argv) {
       "  ruler            RULER-style long-context tasks, accuracy per policy\n"
       "  attention-error  relative L2 error of each policy's attention output vs exact\n"
       "  perplexity       teacher-forced perplexity and KL vs dense per policy\n";
-  if (argc < 3 || !std::strcmp(argv[2], "-h") || !std::strcmp(argv[2], "--help")) {
-    std::fputs(kUsage, argc < 3 ? stderr : stdout);
-    return argc < 3 ? 1 : 0;
+  if (argc < 3) {
+    std::fputs(kUsage, stderr);
+    std::fputs("error: eval needs a suite (ruler, attention-error or perplexity)\n", stderr);
+    return 1;
+  }
+  if (!std::strcmp(argv[2], "-h") || !std::strcmp(argv[2], "--help")) {
+    std::fputs(kUsage, stdout);
+    return 0;
   }
   // Shift so each suite parses "magicpig eval-SUITE options..." like any other command.
   const char* suite = argv[2];

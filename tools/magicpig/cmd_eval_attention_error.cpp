@@ -1,9 +1,138 @@
-// Placeholder until the suite lands; replaced by its implementation.
+// magicpig eval attention-error: relative L2 error of each decode policy's attention output
+// against exact attention, on the same states, per layer and head (docs/eval_attention.md).
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
 #include "common.h"
 #include "common/error.h"
+#include "eval/attention_probe_run.h"
+#include "model/forward.h"
+#include "model/model.h"
 
 namespace mp::cli {
 
-int cmd_eval_attention_error(int, char**) { throw Error("eval suite not built yet"); }
+namespace {
+
+// The paper's matched-cost comparison (Figures 3/6): two MagicPIG settings and the baselines at
+// a 2% budget. See docs/eval_attention.md.
+const char* kDefaultPolicies =
+    "magicpig:K=10:L=150,magicpig:K=8:L=75,topk:budget=0.02,quest:budget=0.02,oracle-sampling:budget=0.02,streaming";
+
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+std::string find_plot_script() {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> candidates = {fs::path("scripts/plot_attention_error.py")};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.push_back(exe.parent_path().parent_path().parent_path() / "scripts/plot_attention_error.py");
+  for (const fs::path& p : candidates)
+    if (fs::exists(p)) return p.string();
+  return "";
+}
+
+}  // namespace
+
+int cmd_eval_attention_error(int argc, char** argv) {
+  ModelOptions mo;
+  attn::Config base;
+  std::string prompt, file, list = kDefaultPolicies, out_dir = "attention-error";
+  bool plot = false;
+  int64_t n_prompt = 0, steps = 16;
+  Args a("eval attention-error",
+         "Relative L2 error of each policy's attention output vs exact attention, with the text's own\n"
+         "continuation teacher-forced so every policy sees the same (exact) states.");
+  add_model_options(a, mo);
+  a.value({"-p", "--prompt"}, "TEXT", "text to measure on", [&](const std::string& v) { prompt = v; });
+  a.value({"-f", "--file"}, "FILE", "read the text from a file", [&](const std::string& v) { file = v; });
+  a.value({"--n-prompt"}, "N", "prompt tokens taken from the text (default: all but the --steps after them)",
+          [&](const std::string& v) { n_prompt = parse_int("--n-prompt", v, 1, int64_t(1) << 24); });
+  a.value({"--steps"}, "N", "decode steps measured; the text's next tokens are fed (default 16)",
+          [&](const std::string& v) { steps = parse_int("--steps", v, 1, 1 << 20); });
+  a.value({"--attn"}, "LIST", std::string("policies NAME[:key=value]..., comma-separated; keys K, L, threshold, budget,\n"
+                                          "page-size, sinks, local, seed (default ") + kDefaultPolicies + ")",
+          [&](const std::string& v) { list = v; });
+  add_attention_options(a, base, /*with_name=*/false);
+  a.value({"--out"}, "DIR", "output folder (default attention-error)", [&](const std::string& v) { out_dir = v; });
+  a.flag({"--plot"}, "draw error_vs_cost.png and error_per_layer.png (python3-matplotlib)", plot);
+  if (!a.parse(argc, argv, 2)) return 0;
+
+  const std::vector<eval::PolicySpec> specs = eval::parse_policy_list(list, base);
+  const std::string text = eval::read_eval_text(prompt, file);
+  const std::string path = resolve_model_path(mo.model);
+  std::unique_ptr<Model> model = Model::load(path);
+  for (const auto& s : specs) s.cfg.validate(head_shape(model->hp));
+
+  const std::vector<int32_t> ids = model->tokenizer.encode(text, /*add_special=*/true);
+  const int64_t T = int64_t(ids.size());
+  const int64_t ctx = mo.n_ctx > 0 ? mo.n_ctx : model->hp.n_ctx_train;
+  check(T >= steps + 1, "the text has " + std::to_string(T) + " tokens; --steps " + std::to_string(steps) +
+                            " needs at least " + std::to_string(steps + 1) + " (a prompt plus the fed continuation)");
+  check(steps < ctx, "--steps " + std::to_string(steps) + " leaves no prompt in a context of " + std::to_string(ctx));
+  if (n_prompt == 0) n_prompt = std::min(T, ctx) - steps;
+  check(n_prompt + steps <= T, "the text is too short: --n-prompt " + std::to_string(n_prompt) + " + --steps " +
+                                   std::to_string(steps) + " = " + std::to_string(n_prompt + steps) +
+                                   " tokens, but it has " + std::to_string(T));
+  check(n_prompt + steps <= ctx, "--n-prompt " + std::to_string(n_prompt) + " + --steps " + std::to_string(steps) +
+                                     " exceed the context of " + std::to_string(ctx) + " tokens (raise -c)");
+
+  SequenceOptions so;
+  so.n_ctx = n_prompt + steps;
+  so.kv_type = mo.kv_type;
+  so.n_threads = resolved_threads(mo);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::span<const int32_t> all(ids);
+  const eval::AttentionErrorRun run = eval::run_attention_error(
+      *model, so, all.subspan(0, size_t(n_prompt)), all.subspan(size_t(n_prompt), size_t(steps)), specs,
+      [&](int64_t done, int64_t total) {
+        progress_bar("decode", done, total,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+      });
+  const std::vector<eval::PolicyErrorSummary> summary = eval::summarize(run);
+
+  std::filesystem::create_directories(out_dir);
+  const std::string dir = (std::filesystem::path(out_dir)).string();
+  eval::write_attention_error_csv(run, dir + "/attention_error.csv");
+  eval::write_layer_csv(run, summary, dir + "/attention_error_layers.csv");
+  const std::string md = eval::summary_markdown(summary), csv = eval::summary_csv(summary);
+  {
+    std::ofstream f(dir + "/summary.csv");
+    f << csv;
+    std::ofstream g(dir + "/summary.md");
+    g << md;
+    check(f.good() && g.good(), "cannot write the summary files in '" + dir + "'");
+  }
+  std::printf("attention error: model %s, %lld prompt tokens, %lld teacher-forced decode steps, %d layers x %d heads\n\n",
+              path.c_str(), (long long)n_prompt, (long long)steps, model->hp.n_layer, model->hp.n_head);
+  std::fputs(md.c_str(), stdout);
+  std::printf("\nerror = mean over sparse layers, (query head, step) of ||o - o_dense|| / ||o_dense||; "
+              "cost = prompt keys read / prompt keys\n");
+  std::fprintf(stderr, "wrote %s/{attention_error.csv, attention_error_layers.csv, summary.csv, summary.md}\n",
+               dir.c_str());
+
+  if (!plot) return 0;
+  const std::string script = find_plot_script();
+  check(!script.empty(), "--plot: scripts/plot_attention_error.py not found (run from the repository root)");
+  // The python3 on PATH may be a pyenv/venv one without Debian's python3-matplotlib.
+  std::string python;
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (std::system((std::string(py) + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) == 0) {
+      python = py;
+      break;
+    }
+  if (python.empty())
+    throw Error("--plot needs python3 with matplotlib: apt-get install python3-matplotlib (scripts/setup.sh installs it); "
+                "the CSV files are written, plot later with: python3 " + script + " " + dir);
+  const int rc = std::system((python + " " + shell_quote(script) + " " + shell_quote(dir)).c_str());
+  check(rc == 0, "--plot: " + script + " failed (exit status " + std::to_string(rc) + ")");
+  return 0;
+}
 
 }  // namespace mp::cli

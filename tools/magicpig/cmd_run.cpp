@@ -24,7 +24,7 @@ double seconds_since(Clock::time_point t) { return std::chrono::duration<double>
 // nullptr when there is none (no file, an empty one, no shared prefix, or a file from another
 // model, version or --cache-type, or corrupt: a warning says which; it is then rewritten). A
 // file that is not a prompt cache is an error: it is not ours to overwrite.
-std::unique_ptr<Sequence> restore_prompt(const Model& model, const SequenceOptions& so, const std::string& path,
+std::unique_ptr<Sequence> restore_from_prompt_cache(const Model& model, const SequenceOptions& so, const std::string& path,
                                          std::span<const int32_t> ids, int64_t& reused) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec) || std::filesystem::file_size(path, ec) == 0) return nullptr;
@@ -134,8 +134,10 @@ int cmd_run(int argc, char** argv) {
 
   print_memory_plan(*model, so);
   int64_t reused = 0;
-  if (!prompt_cache.empty())
-    if (std::unique_ptr<Sequence> restored = restore_prompt(*model, so, prompt_cache, ids, reused)) seq = std::move(restored);
+  if (!prompt_cache.empty()) {
+    std::unique_ptr<Sequence> restored = restore_from_prompt_cache(*model, so, prompt_cache, ids, reused);
+    if (restored) seq = std::move(restored);
+  }
   const std::span<const int32_t> rest = std::span<const int32_t>(ids).subspan(size_t(reused));
 
   const auto t_prompt = Clock::now();

@@ -1,0 +1,62 @@
+// Runs the RULER tasks under several decode attention policies on exactly the same prompts:
+// one exact prefill per sample, forked once per policy, greedy answers scored per policy.
+// Results go to OUT/predictions.jsonl (one line per task, length, sample, policy), which a
+// later run with the same config extends instead of redoing (resume).
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "attention/policy.h"
+#include "common/dtype.h"
+#include "eval/ruler_tasks.h"
+#include "model/model.h"
+
+namespace mp::eval::ruler {
+
+struct PolicySpec {
+  std::string label;    // as given, e.g. "magicpig:K=8:L=75"; the column name of the summary
+  attn::Config config;
+};
+// Comma list of NAME[:key=value...] (keys: K, L, threshold, budget, sinks, local, page_size,
+// dense_layers=a/b/c or none). Parameters not named come from `base`. Throws on an unknown
+// policy or key, a bad value or a repeated label.
+std::vector<PolicySpec> parse_policy_list(const std::string& list, const attn::Config& base);
+
+struct RunOptions {
+  std::string model_path;           // recorded in config.json
+  std::vector<std::string> tasks;   // task_specs() names
+  std::vector<int64_t> lengths;     // target prompt lengths in tokens
+  int samples = 10;
+  uint64_t seed = 42;
+  std::vector<PolicySpec> policies;
+  int n_threads = 2;
+  DType kv_type = DType::BF16;
+  int64_t n_ctx = 0;                // 0: the model's training context; every length must fit
+  int max_new_cap = 0;              // > 0: at most this many answer tokens per turn
+  std::string out_dir;
+};
+
+struct RunStats {
+  int64_t prefills = 0;        // samples prefilled (model calls over a whole prompt)
+  int64_t decode_steps = 0;    // Sequence::step calls over all policies
+  int64_t records_written = 0;
+  int64_t records_skipped = 0; // already in predictions.jsonl
+  double seconds = 0;
+};
+
+// done/total count records (task, length, sample, policy) of this invocation.
+using Progress = std::function<void(int64_t done, int64_t total)>;
+
+// Checks the options (tasks, lengths against the context, policies against the model's
+// shape) before any work; creates out_dir; refuses a directory whose config.json differs in
+// model, seed, data files, answer cap, KV type or the parameters of a policy label.
+RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& opt, const Progress& progress = {});
+
+// Markdown table of the records in out_dir/predictions.jsonl that belong to the options' grid:
+// rows task x length, columns policies, mean score (count when short of `samples`), then the
+// average row(s) and each policy's mean cost (fraction of prompt keys read).
+std::string summarize(const RunOptions& opt);
+
+}  // namespace mp::eval::ruler

@@ -1,0 +1,201 @@
+// The RULER runner end to end on a tiny random model: records and summary, resume, policy
+// equivalences, a fresh independent greedy decode, and bad input.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "common/error.h"
+#include "engine/sampler.h"
+#include "engine/sequence.h"
+#include "eval/ruler_runner.h"
+#include "eval/ruler_score.h"
+#include "test_ruler_util.h"
+
+namespace mp::eval::ruler {
+namespace {
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::vector<nlohmann::json> lines(const std::string& path) {
+  std::vector<nlohmann::json> out;
+  std::ifstream in(path);
+  std::string l;
+  while (std::getline(in, l)) out.push_back(nlohmann::json::parse(l));
+  return out;
+}
+
+struct RunFixture : ::testing::Test {
+  test::TempDir dir;
+  std::unique_ptr<Model> model = test::ruler_model(dir, "", 1024);
+  RunOptions opt;
+  RunFixture() {
+    opt.model_path = dir.file("placeholder.gguf");
+    opt.tasks = {"niah_single_1", "niah_multiquery", "vt"};
+    opt.lengths = {640};
+    opt.samples = 2;
+    opt.seed = 11;
+    opt.policies = parse_policy_list("dense,topk:budget=1,magicpig:K=4:L=20,streaming:local=16", attn::Config{});
+    opt.n_threads = 1;
+    opt.out_dir = dir.file("out");
+    opt.max_new_cap = 6;
+  }
+  std::string jsonl() const { return opt.out_dir + "/predictions.jsonl"; }
+};
+
+TEST_F(RunFixture, WritesRecordsAndSummaryThenResumesWithoutWork) {
+  const RunStats a = run_ruler(*model, test::ruler_resources(), opt);
+  EXPECT_EQ(a.prefills, 3 * 2);
+  EXPECT_EQ(a.records_written, 3 * 2 * 4);
+  EXPECT_EQ(a.records_skipped, 0);
+  const auto recs = lines(jsonl());
+  ASSERT_EQ(recs.size(), 24u);
+  std::map<std::string, nlohmann::json> dense;
+  for (const auto& r : recs) {
+    EXPECT_GE(r["score"].get<double>(), 0.0);
+    EXPECT_LE(r["score"].get<double>(), 100.0);
+    EXPECT_LE(r["prompt_tokens"].get<int64_t>(), 640);
+    EXPECT_EQ(r["prompt_hash"].get<std::string>().size(), 16u);
+    if (r["policy"] == "dense") {
+      EXPECT_DOUBLE_EQ(r["cost"].get<double>(), 1.0);
+      dense[r["task"].get<std::string>() + std::to_string(r["sample"].get<int>())] = r;
+    }
+    if (r["policy"] == "streaming:local=16") {  // (4 sinks + 16 local) of the prompt keys
+      EXPECT_NEAR(r["cost"].get<double>(), 20.0 / (r["prompt_tokens"].get<double>()), 1e-9);
+    }
+    if (r["task"] == "niah_multiquery") {
+      EXPECT_EQ(r["turn_predictions"].size(), 4u);
+    }
+  }
+  // Every policy saw the same prompt; topk with the whole budget decodes exactly like dense.
+  for (const auto& r : recs) {
+    const auto& d = dense[r["task"].get<std::string>() + std::to_string(r["sample"].get<int>())];
+    EXPECT_EQ(r["prompt_hash"], d["prompt_hash"]);
+    EXPECT_EQ(r["references"], d["references"]);
+    if (r["policy"] == "topk:budget=1") {
+      EXPECT_EQ(r["prediction"], d["prediction"]) << r.dump();
+    }
+  }
+  const std::string md = slurp(opt.out_dir + "/summary.md");
+  EXPECT_NE(md.find("| niah_multiquery | 640 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("magicpig:K=4:L=20"), std::string::npos);
+  EXPECT_NE(md.find("**average**"), std::string::npos);
+
+  const std::string before = slurp(jsonl());
+  const RunStats b = run_ruler(*model, test::ruler_resources(), opt);
+  EXPECT_EQ(b.prefills, 0);
+  EXPECT_EQ(b.decode_steps, 0);
+  EXPECT_EQ(b.records_written, 0);
+  EXPECT_EQ(b.records_skipped, 24);
+  EXPECT_EQ(slurp(jsonl()), before);
+
+  // A new policy and a third sample: only the missing records, old lines untouched.
+  opt.policies.push_back(parse_policy_list("quest", attn::Config{})[0]);
+  opt.samples = 3;
+  const RunStats c = run_ruler(*model, test::ruler_resources(), opt);
+  EXPECT_EQ(c.prefills, 3 * 3);
+  EXPECT_EQ(c.records_written, 3 * 2 + 3 * 5);
+  EXPECT_EQ(slurp(jsonl()).substr(0, before.size()), before);
+}
+
+TEST_F(RunFixture, RecordsMatchAnIndependentGreedyDecode) {
+  opt.tasks = {"niah_single_2"};
+  opt.policies = parse_policy_list("dense", attn::Config{});
+  opt.samples = 1;
+  run_ruler(*model, test::ruler_resources(), opt);
+  const auto recs = lines(jsonl());
+  ASSERT_EQ(recs.size(), 1u);
+  const Sample s = generate_sample("niah_single_2", opt.lengths[0], 0, opt.seed, model->tokenizer, test::ruler_resources(), 6);
+  SequenceOptions so;
+  so.n_ctx = opt.lengths[0];
+  so.n_threads = 1;
+  Sequence seq(*model, so);
+  seq.prefill(s.prompt_tokens);
+  std::string text;
+  for (int i = 0; i < s.max_new; ++i) {
+    const int32_t t = argmax(seq.logits());
+    if (model->tokenizer.is_eog(t)) break;
+    const std::string piece = model->tokenizer.token_to_piece(t);
+    text += piece;
+    if (piece.find('\n') != std::string::npos) break;
+    seq.step(t);
+  }
+  EXPECT_EQ(recs[0]["prediction"].get<std::string>(), text);
+  EXPECT_DOUBLE_EQ(recs[0]["score"].get<double>(), string_match_all(text, s.references[0]));
+  EXPECT_EQ(recs[0]["prompt_tokens"].get<size_t>(), s.prompt_tokens.size());
+}
+
+TEST_F(RunFixture, TornLastLineIsDroppedAndRedone) {
+  opt.tasks = {"vt"};
+  opt.samples = 1;
+  run_ruler(*model, test::ruler_resources(), opt);
+  const std::string full = slurp(jsonl());
+  // Cut the last record in half, as a killed run would leave it.
+  const size_t last = full.rfind('\n', full.size() - 2) + 1;
+  std::ofstream(jsonl(), std::ios::binary | std::ios::trunc) << full.substr(0, last + (full.size() - last) / 2);
+  const RunStats r = run_ruler(*model, test::ruler_resources(), opt);
+  EXPECT_EQ(r.records_written, 1);
+  EXPECT_EQ(lines(jsonl()).size(), 4u);
+}
+
+TEST_F(RunFixture, RefusesAnotherRunsDirectory) {
+  opt.tasks = {"vt"};
+  opt.samples = 1;
+  opt.policies = parse_policy_list("dense,magicpig:K=4:L=20", attn::Config{});
+  run_ruler(*model, test::ruler_resources(), opt);
+  RunOptions other = opt;
+  other.seed = 12;
+  try {
+    run_ruler(*model, test::ruler_resources(), other);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("seed was 11, now 12"), std::string::npos) << e.what();
+  }
+  other = opt;
+  other.policies = parse_policy_list("magicpig:K=4:L=20", attn::Config{});
+  other.policies[0].config.lsh_l = 30;  // same label, other parameters
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+}
+
+TEST_F(RunFixture, BadInputIsAnError) {
+  auto message = [&](const RunOptions& o) -> std::string {
+    try {
+      run_ruler(*model, test::ruler_resources(), o);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  RunOptions o = opt;
+  o.lengths = {2048};  // model context 1024
+  EXPECT_NE(message(o).find("2048 tokens exceed the context of 1024"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("-c"), std::string::npos);
+  o = opt;
+  o.lengths = {640, 40};  // checked before any work: no output folder appears
+  EXPECT_NE(message(o).find("length 40 is too short"), std::string::npos) << message(o);
+  EXPECT_FALSE(std::filesystem::exists(o.out_dir));
+  o = opt;
+  o.tasks = {"qa_1"};
+  EXPECT_NE(message(o).find("unknown RULER task"), std::string::npos);
+  o = opt;
+  o.policies = parse_policy_list("magicpig:dense_layers=7", attn::Config{});  // 2 layers
+  EXPECT_NE(message(o).find("--attn magicpig:dense_layers=7"), std::string::npos) << message(o);
+  EXPECT_THROW(parse_policy_list("dense,h2o", attn::Config{}), Error);
+  EXPECT_THROW(parse_policy_list("magicpig:Q=3", attn::Config{}), Error);
+  EXPECT_THROW(parse_policy_list("magicpig:K=99", attn::Config{}), Error);
+  EXPECT_THROW(parse_policy_list("dense,dense", attn::Config{}), Error);
+  const auto p = parse_policy_list("magicpig:K=8:L=75,topk:budget=0.05", attn::Config{});
+  EXPECT_EQ(p[0].config.lsh_k, 8);
+  EXPECT_EQ(p[0].config.lsh_l, 75);
+  EXPECT_DOUBLE_EQ(p[1].config.budget, 0.05);
+}
+
+}  // namespace
+}  // namespace mp::eval::ruler
