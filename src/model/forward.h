@@ -39,7 +39,7 @@ void forward_decode_batch(const Model& m, const Backend& be, std::span<KvCache* 
                           float* logits, int n_threads);
 
 // Backend::linear for decode batches (a few rows of X): weight rows are taken in blocks of
-// ~512 KiB and each block is multiplied with every row of X by kernels::matvec while it is
+// ~1 MiB and each block is multiplied with every row of X by kernels::matvec while it is
 // cache-resident, so the weights stream from memory once per call and Y[i] is bit-identical to
 // kernels::matvec(W, X[i]) — a batched step equals single steps exactly, for every weight type.
 // (CpuBackend's matmul is built for prefill chunks: it dequantises every weight to f32 first,

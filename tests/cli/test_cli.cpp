@@ -140,9 +140,15 @@ TEST_F(Cli, BenchRandomDepthFillMarkdown) {
   EXPECT_NE(r.output.find("synthetic K/V"), std::string::npos) << r.output;
 }
 
-TEST_F(Cli, BenchRefusesBatchedSequencesForNow) {
-  expect_error("bench -m " + model() + " -np 4", "-np 4");
+TEST_F(Cli, BenchDecodesSeveralSequencesTogether) {
+  const test::CommandResult r = test::run_command(kBin + " bench -m " + model() +
+                                                  " -p 0 -n 2 -d 16 -np 1,3 -r 1 -t 1 -o json 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("\"n_seq\": 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("\"n_seq\": 3"), std::string::npos) << r.output;
 }
+
+TEST_F(Cli, BenchBatchOutOfRange) { expect_error("bench -m " + model() + " -np 0", "-np"); }
 
 }  // namespace
 }  // namespace mp

@@ -148,7 +148,7 @@ INSTANTIATE_TEST_SUITE_P(Types, ForwardBatch,
 // block, several thread counts, every weight type family.
 TEST(DecodeBatchBackend, RowsEqualMatvec) {
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K, DType::Q6_K}) {
-    const int64_t cols = 512, rows = 4099;  // several ~512 KiB blocks for every type, the last partial
+    const int64_t cols = 512, rows = 4099;  // >= 2 blocks of ~1 MiB for every type, the last partial
     std::vector<float> wf(size_t(rows * cols)), X(size_t(9 * cols));
     for (size_t i = 0; i < wf.size(); ++i) wf[i] = std::sin(0.37 * double(i)) * 0.5f;
     for (size_t i = 0; i < X.size(); ++i) X[i] = std::cos(0.11 * double(i) + 1);

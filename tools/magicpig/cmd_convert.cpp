@@ -4,6 +4,7 @@
 
 #include "common.h"
 #include "common/error.h"
+#include "convert/hf_llama.h"
 #include "model/llama2c.h"
 
 namespace mp::cli {
@@ -19,18 +20,37 @@ DType parse_weight_type(const std::string& v) {
 
 int cmd_convert(int argc, char** argv) {
   Llama2cConvertOptions o;
-  Args a("convert", "Converts a llama2.c checkpoint (run.c format) to a GGUF llama model.");
+  convert::HfConvertOptions h;
+  bool type_given = false;
+  Args a("convert",
+         "Converts a checkpoint to a GGUF llama model: a Hugging Face Llama directory (config.json + "
+         "*.safetensors, --hf) or a llama2.c checkpoint (run.c format, --llama2c).");
+  a.value({"--hf"}, "DIR", "Hugging Face Llama checkpoint directory (config.json, *.safetensors)",
+          [&](const std::string& v) { h.dir = v; });
+  a.value({"--vocab"}, "FILE", "--hf: GGUF whose tokenizer.ggml.* keys are copied (default: llama.cpp's "
+          "ggml-vocab-llama-spm.gguf in the peer cache; 32000 tokens are extended by CodeLlama's 16)",
+          [&](const std::string& v) { h.vocab = v; });
   a.value({"--llama2c"}, "FILE", "llama2.c checkpoint (model.bin)", [&](const std::string& v) { o.checkpoint = v; });
-  a.value({"--tokenizer"}, "FILE", "llama2.c tokenizer.bin (default: a byte-fallback placeholder vocabulary)",
+  a.value({"--tokenizer"}, "FILE", "--llama2c: tokenizer.bin (default: a byte-fallback placeholder vocabulary)",
           [&](const std::string& v) { o.tokenizer = v; });
-  a.value({"-o", "--output"}, "FILE", "output .gguf", [&](const std::string& v) { o.output = v; });
-  a.value({"--type"}, "TYPE", "weight type: f32 (default), f16, bf16, q8_0, q4_0, q4_k, q6_k",
-          [&](const std::string& v) { o.type = parse_weight_type(v); });
-  a.value({"--name"}, "TEXT", "general.name of the output", [&](const std::string& v) { o.name = v; });
+  a.value({"-o", "--output"}, "FILE", "output .gguf", [&](const std::string& v) { o.output = h.output = v; });
+  a.value({"--type"}, "TYPE", "weight type: f32, f16, bf16, q8_0, q4_0 (--hf default q8_0), q4_k, q6_k (--llama2c, default f32)",
+          [&](const std::string& v) {
+            o.type = h.type = parse_weight_type(v);
+            type_given = true;
+          });
+  a.value({"-t", "--threads"}, "N", "--hf: threads for quantisation (default 2)",
+          [&](const std::string& v) { h.n_threads = int(parse_int("--threads", v, 1, 256)); });
+  a.value({"--name"}, "TEXT", "general.name of the output", [&](const std::string& v) { o.name = h.name = v; });
   if (!a.parse(argc, argv, 2)) return 0;
-  check(!o.checkpoint.empty(), "convert: give --llama2c FILE");
+  check(o.checkpoint.empty() != h.dir.empty(), "convert: give exactly one of --hf DIR or --llama2c FILE");
   check(!o.output.empty(), "convert: give -o FILE");
-  convert_llama2c(o);
+  if (!h.dir.empty()) {
+    if (!type_given) h.type = DType::Q8_0;
+    convert::convert_hf_llama(h);
+  } else {
+    convert_llama2c(o);
+  }
   std::fprintf(stderr, "wrote %s\n", o.output.c_str());
   return 0;
 }

@@ -18,7 +18,8 @@ void usage() {
       "  tokenize   print the token ids of a text\n"
       "  convert    convert a llama2.c checkpoint to GGUF\n"
       "  bench      llama-bench-style speed tables per attention policy and depth\n"
-      "  eval       quality per attention policy: ruler, attention-error, perplexity\n",
+      "  eval       quality per attention policy: ruler, attention-error, perplexity\n"
+      "  random-model  write a random-weight GGUF of a given shape (for speed measurements)\n",
       stdout);
 }
 
@@ -36,6 +37,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(cmd, "tokenize")) return mp::cli::cmd_tokenize(argc, argv);
     if (!std::strcmp(cmd, "convert")) return mp::cli::cmd_convert(argc, argv);
     if (!std::strcmp(cmd, "bench")) return mp::cli::cmd_bench(argc, argv);
+    if (!std::strcmp(cmd, "random-model")) return mp::cli::cmd_random_model(argc, argv);
     if (!std::strcmp(cmd, "eval")) return mp::cli::cmd_eval(argc, argv);
     std::fprintf(stderr, "error: unknown command '%s' (run 'magicpig --help')\n", cmd);
     return 1;

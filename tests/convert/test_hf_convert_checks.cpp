@@ -1,0 +1,209 @@
+// convert_hf_llama: output tensor table (names, shapes, types), metadata, refusals of bad
+// checkpoints, and the CodeLlama vocabulary built from llama.cpp's Llama-2 SPM vocabulary.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "common/error.h"
+#include "convert/codellama_vocab.h"
+#include "convert/gguf_stream.h"
+#include "convert/hf_llama.h"
+#include "gguf/gguf.h"
+#include "kernels/kernels.h"
+#include "model/model.h"
+#include "testutil/testutil.h"
+#include "tiny_hf.h"
+
+namespace mp::convert {
+namespace {
+
+using W = std::map<std::string, test::StEntry>;
+
+void expect_convert_error(const test::TinyConfig& c, const W& w, const std::string& needle,
+                          const std::function<void(test::TempDir&)>& tweak = {}) {
+  test::TempDir d;
+  try {
+    test::write_tiny_checkpoint(d.path.string(), c, w);
+    if (tweak) tweak(d);
+    test::write_placeholder_vocab(d.file("vocab.gguf"), c.vocab);
+    HfConvertOptions o;
+    o.dir = d.path.string();
+    o.output = d.file("out.gguf");
+    o.vocab = d.file("vocab.gguf");
+    o.verbose = false;
+    convert_hf_llama(o);
+    ADD_FAILURE() << "accepted; expected an error containing '" << needle << "'";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(d.file("out.gguf")));
+  EXPECT_FALSE(std::filesystem::exists(d.file("out.gguf.tmp")));
+}
+
+TEST(HfConvertChecks, TensorTableAndMetadataForEachType) {
+  test::TinyConfig c;
+  const W w = test::tiny_weights(c, 3);
+  for (DType t : {DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0}) {
+    test::TempDir d;
+    test::convert_tiny(d, c, w, t);
+    const gguf::File f = gguf::File::open(d.file("out.gguf"));
+    EXPECT_EQ(f.tensors().size(), size_t(2 + 9 * c.layers + 1));
+    EXPECT_EQ(f.get_int("llama.embedding_length"), c.hidden);
+    EXPECT_EQ(f.get_int("llama.attention.head_count_kv"), c.kv_heads);
+    EXPECT_EQ(f.get_int("llama.context_length"), c.ctx);
+    EXPECT_FLOAT_EQ(float(f.get_float("llama.rope.freq_base")), float(c.theta));
+    EXPECT_EQ(f.find("tokenizer.ggml.tokens")->strs.size(), size_t(c.vocab));
+    const int kvd = c.kv_heads * c.head_dim();
+    auto expect = [&](const std::string& n, std::vector<int64_t> shape, DType type) {
+      const gguf::TensorInfo& ti = f.tensor(n);
+      EXPECT_EQ(ti.shape, shape) << n;
+      EXPECT_EQ(ti.type, type) << n << " " << dtype_name(ti.type);
+    };
+    expect("token_embd.weight", {c.hidden, c.vocab}, t);
+    expect("output.weight", {c.hidden, c.vocab}, t);  // Q4_0 -> Q6_K needs rows of 256
+    expect("output_norm.weight", {c.hidden}, DType::F32);
+    expect("blk.1.attn_norm.weight", {c.hidden}, DType::F32);
+    expect("blk.1.ffn_norm.weight", {c.hidden}, DType::F32);
+    expect("blk.1.attn_q.weight", {c.hidden, c.hidden}, t);
+    expect("blk.1.attn_k.weight", {c.hidden, kvd}, t);
+    expect("blk.1.attn_v.weight", {c.hidden, kvd}, t);
+    expect("blk.1.attn_output.weight", {c.hidden, c.hidden}, t);
+    expect("blk.0.ffn_gate.weight", {c.hidden, c.ffn}, t);
+    expect("blk.0.ffn_up.weight", {c.hidden, c.ffn}, t);
+    expect("blk.0.ffn_down.weight", {c.ffn, c.hidden}, t);
+    // Row 5 of ffn_up is the HF row 5 quantised (no permutation outside q/k).
+    const auto& up = w.at("model.layers.0.mlp.up_proj.weight");
+    std::vector<uint8_t> want(dtype_row_bytes(t, c.hidden));
+    kernels::quantize_row(t, &up.values[5 * c.hidden], want.data(), c.hidden);
+    EXPECT_EQ(0, std::memcmp(f.tensor("blk.0.ffn_up.weight").data + 5 * want.size(), want.data(), want.size()));
+    auto m = Model::load(d.file("out.gguf"));  // magicpig accepts it
+    EXPECT_EQ(m->hp.n_vocab, c.vocab);
+  }
+}
+
+TEST(HfConvertChecks, Q4_0UsesQ6_KForTheOutputWhenRowsAllowIt) {
+  EXPECT_EQ(weight_type_for("output.weight", DType::Q4_0, 5120), DType::Q6_K);
+  EXPECT_EQ(weight_type_for("output.weight", DType::Q4_0, 32), DType::Q4_0);
+  EXPECT_EQ(weight_type_for("output.weight", DType::Q8_0, 5120), DType::Q8_0);
+  EXPECT_EQ(weight_type_for("token_embd.weight", DType::Q4_0, 5120), DType::Q4_0);
+  EXPECT_EQ(weight_type_for("blk.0.attn_norm.weight", DType::Q8_0, 5120), DType::F32);
+  EXPECT_EQ(weight_type_for("blk.0.ffn_down.weight", DType::Q8_0, 48), DType::F16);
+}
+
+TEST(HfConvertChecks, RefusesBadCheckpoints) {
+  test::TinyConfig c;
+  const W w = test::tiny_weights(c, 5);
+  W missing = w;
+  missing.erase("model.layers.1.mlp.up_proj.weight");
+  expect_convert_error(c, missing, "no tensor for blk.1.ffn_up.weight");
+  W wrong = w;
+  wrong["model.layers.0.self_attn.k_proj.weight"].shape = {c.hidden, c.hidden / 2};  // same element count
+  expect_convert_error(c, wrong, "config.json implies [16, 32]");
+  W extra = w;
+  extra["model.layers.0.self_attn.q_proj.bias"] = {"model.layers.0.self_attn.q_proj.bias", {c.hidden}, std::vector<float>(c.hidden)};
+  expect_convert_error(c, extra, "unexpected tensor 'model.layers.0.self_attn.q_proj.bias'");
+  W more = w;
+  more["model.layers.2.input_layernorm.weight"] = {"model.layers.2.input_layernorm.weight", {c.hidden}, std::vector<float>(c.hidden)};
+  expect_convert_error(c, more, "does not belong to a model with num_hidden_layers = 2");
+
+  auto rewrite_config = [&](const std::function<void(nlohmann::json&)>& f) {
+    return [=](test::TempDir& d) {
+      nlohmann::json j = test::tiny_config_json(c);
+      f(j);
+      std::ofstream(d.file("config.json")) << j.dump();
+    };
+  };
+  expect_convert_error(c, w, "rope_scaling", rewrite_config([](auto& j) { j["rope_scaling"] = {{"type", "linear"}, {"factor", 2.0}}; }));
+  expect_convert_error(c, w, "missing hidden_size", rewrite_config([](auto& j) { j.erase("hidden_size"); }));
+  expect_convert_error(c, w, "model_type", rewrite_config([](auto& j) { j["model_type"] = "mistral"; }));
+  expect_convert_error(c, w, "hidden_act", rewrite_config([](auto& j) { j["hidden_act"] = "gelu"; }));
+  expect_convert_error(c, w, "not a multiple of num_key_value_heads", rewrite_config([](auto& j) { j["num_key_value_heads"] = 3; }));
+  expect_convert_error(c, w, "config.json implies [300, 32]", rewrite_config([](auto& j) { j["vocab_size"] = 300; }));
+  expect_convert_error(c, w, "config.json", [](test::TempDir& d) { std::filesystem::remove(d.file("config.json")); });
+  expect_convert_error(c, w, "not valid JSON", [](test::TempDir& d) { std::ofstream(d.file("config.json")) << "{"; });
+  expect_convert_error(c, w, "no *.safetensors", [](test::TempDir& d) { std::filesystem::remove(d.file("model.safetensors")); });
+  expect_convert_error(c, w, "truncated file?", [](test::TempDir& d) {
+    std::filesystem::resize_file(d.file("model.safetensors"), std::filesystem::file_size(d.file("model.safetensors")) - 4);
+  });
+  expect_convert_error(c, w, "appears in more than one file", [&](test::TempDir& d) {
+    test::write_bytes(d.file("z.safetensors"), test::safetensors_bytes({w.at("model.norm.weight")}));
+  });
+}
+
+TEST(HfConvertChecks, RefusesACheckpointTokenizerWithoutAnExplicitVocab) {
+  test::TinyConfig c;
+  test::TempDir d;
+  test::write_tiny_checkpoint(d.path.string(), c, test::tiny_weights(c, 1));
+  std::ofstream(d.file("tokenizer.model")) << "x";
+  HfConvertOptions o;
+  o.dir = d.path.string();
+  o.output = d.file("out.gguf");
+  o.verbose = false;
+  try {
+    convert_hf_llama(o);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("holds its own tokenizer"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfConvertChecks, RefusesNonFiniteWeightsNamingTheTensor) {
+  test::TinyConfig c;
+  W w = test::tiny_weights(c, 9);
+  w["model.layers.1.mlp.gate_proj.weight"].values[3 * c.hidden + 1] = std::numeric_limits<float>::infinity();
+  test::TempDir d;
+  try {
+    test::convert_tiny(d, c, w, DType::Q8_0);
+    ADD_FAILURE() << "accepted an infinite weight";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model.layers.1.mlp.gate_proj.weight row 3"), std::string::npos) << e.what();
+  }
+}
+
+TEST(HfConvertChecks, RefusesAVocabularyOfAnotherSize) {
+  test::TempDir d;
+  test::write_placeholder_vocab(d.file("v.gguf"), 300);
+  GgufStreamWriter w;
+  try {
+    copy_vocab(d.file("v.gguf"), 260, w);
+    ADD_FAILURE() << "accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has 300 tokens but the model has 260"), std::string::npos) << e.what();
+  }
+}
+
+// The CodeLlama vocabulary: llama.cpp's Llama-2 SPM vocabulary (peer cache) + 16 pieces.
+TEST(HfConvertChecks, CodeLlamaVocabularyExtendsLlama2Spm) {
+  const std::string spm = default_vocab_path();
+  if (!std::filesystem::exists(spm)) {
+    if (test::peer_required()) FAIL() << spm << " is missing";
+    GTEST_SKIP() << spm << " not present (scripts/fetch_peer.sh)";
+  }
+  GgufStreamWriter w;
+  copy_vocab(spm, 32016, w);
+  test::TempDir d;
+  w.begin(d.file("v.gguf"));
+  w.finish();
+  const gguf::File f = gguf::File::open(d.file("v.gguf")), src = gguf::File::open(spm);
+  const auto& toks = f.find("tokenizer.ggml.tokens")->strs;
+  ASSERT_EQ(toks.size(), 32016u);
+  for (size_t i = 0; i < 32000; ++i) ASSERT_EQ(toks[i], src.find("tokenizer.ggml.tokens")->strs[i]);
+  EXPECT_EQ(toks[32007], "\u2581<PRE>");
+  EXPECT_EQ(toks[32008], "\u2581<SUF>");
+  EXPECT_EQ(toks[32009], "\u2581<MID>");
+  EXPECT_EQ(toks[32010], "\u2581<EOT>");
+  EXPECT_EQ(f.get_int("tokenizer.ggml.eot_token_id"), 32010);
+  EXPECT_EQ(f.get_int("tokenizer.ggml.prefix_token_id"), 32007);
+  const auto& scores = f.find("tokenizer.ggml.scores")->floats;
+  ASSERT_EQ(scores.size(), 32016u);
+  for (size_t i = 300; i < 32016; i += 997) EXPECT_EQ(scores[i], -double(i - 259)) << i;
+  EXPECT_EQ(f.find("tokenizer.ggml.token_type")->ints.size(), 32016u);
+  // Every tokenizer.ggml.* key of the source is carried over.
+  for (const auto& [k, v] : src.metadata())
+    if (k.rfind("tokenizer.ggml.", 0) == 0) EXPECT_NE(f.find(k), nullptr) << k;
+  EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
+  EXPECT_THROW(copy_vocab(spm, 32017, w), Error);
+}
+
+}  // namespace
+}  // namespace mp::convert
