@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <filesystem>
 
 #include "model/llama2c.h"
 #include "model/random_model.h"
@@ -16,7 +17,7 @@
 namespace mp {
 namespace {
 
-enum class Source { Stories260k, RandomLlama3 };
+enum class Source { Stories260k, RandomLlama3, Shipped };
 
 struct Case {
   const char* name;
@@ -54,7 +55,13 @@ RandomModelSpec llama3_spec(DType type, bool tied) {
   return s;
 }
 
-std::vector<int32_t> prompt_for(Source src) {
+// The model that ships as the default (issue 4: identical greedy tokens with llama.cpp for at
+// least 32 steps). A real sentence, tokenized by the model's own vocabulary.
+std::string shipped_model_path() { return std::string(MAGICPIG_SOURCE_DIR) + "/models/default.gguf"; }
+
+std::vector<int32_t> prompt_for(Source src, const Model& model) {
+  if (src == Source::Shipped)
+    return model.tokenizer.encode("It is a truth universally acknowledged, that a single man in possession", true);
   // BOS + 9 ids picked by scanning 80 seeded random prompts for the largest smallest top-1/top-2
   // gap of llama.cpp's F32 logits over the 40 steps (0.22; most prompts lead stories260K to
   // near-ties, some to exact ties among its untrained byte tokens).
@@ -76,8 +83,11 @@ TEST_P(Interop, GreedyTokensAndLogitsMatchLlamaCpp) {
     GTEST_SKIP() << msg;
   }
   test::TempDir dir;
-  const std::string path = dir.file("model.gguf");
-  if (c.source == Source::Stories260k) {
+  std::string path = dir.file("model.gguf");
+  if (c.source == Source::Shipped) {
+    path = shipped_model_path();
+    if (!std::filesystem::exists(path)) GTEST_SKIP() << path << " is not shipped yet (issue 4)";
+  } else if (c.source == Source::Stories260k) {
     const std::string ckpt = test::stories260k_path();
     if (ckpt.empty()) {
       if (test::peer_required()) FAIL() << "../shared/fixtures/stories260K.bin is missing";
@@ -93,7 +103,7 @@ TEST_P(Interop, GreedyTokensAndLogitsMatchLlamaCpp) {
   }
   const auto model = Model::load(path);
   const int n_vocab = model->hp.n_vocab;
-  const std::vector<int32_t> prompt = prompt_for(c.source);
+  const std::vector<int32_t> prompt = prompt_for(c.source, *model);
 
   interop::Run peer, ours;
   interop::run_llama_dump(exe, path, prompt, kSteps, n_vocab, dir, peer);
@@ -161,6 +171,8 @@ INSTANTIATE_TEST_SUITE_P(
     //      RMS distance of each engine from the double reference is of the same size as their
     //      distance from each other (printed), so this is not an error of either side.
     ::testing::Values(
+        // models/default.gguf (F16 weights, F32 norms): the issue-4 acceptance check.
+        Case{"shipped_default_f16", Source::Shipped, DType::F16, false, 0.01},
         Case{"stories260k_f32", Source::Stories260k, DType::F32, true, 0.005},
         Case{"stories260k_f16", Source::Stories260k, DType::F16, true, 0.01},
         // stories260K (dim 64, real weights with outlier features) amplifies the 8-bit activation
