@@ -4,8 +4,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <exception>
 #include <fstream>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "common/error.h"
 #include "common/rng.h"
@@ -118,6 +124,12 @@ std::unique_ptr<Sequence> Sequence::fork(std::unique_ptr<attn::SequenceAttention
 
 void Sequence::prefill(std::span<const int32_t> tokens, bool all_logits,
                        const std::function<void(int64_t, int64_t)>& progress) {
+  prefill_impl(tokens, all_logits, progress, {});
+}
+
+void Sequence::prefill_impl(std::span<const int32_t> tokens, bool all_logits,
+                            const std::function<void(int64_t, int64_t)>& progress,
+                            const std::function<void(int)>& layer_complete) {
   check(!prompt_finished_, "prefill after decoding started is not supported; fork before stepping");
   if (tokens.empty()) return;
   check(cache_.n_tokens() + int64_t(tokens.size()) <= cache_.shape().capacity,
@@ -128,7 +140,7 @@ void Sequence::prefill(std::span<const int32_t> tokens, bool all_logits,
                                       std::to_string(n_vocab_) + ")");
   logits_.assign(all_logits ? tokens.size() * size_t(n_vocab_) : size_t(n_vocab_), 0.0f);
   forward_prefill(model_, backend_, cache_, tokens, logits_.data(), all_logits, opt_.n_threads,
-                  opt_.prefill_chunk, progress);
+                  opt_.prefill_chunk, progress, layer_complete);
   tokens_.insert(tokens_.end(), tokens.begin(), tokens.end());
 }
 
@@ -184,6 +196,91 @@ void Sequence::finish_prompt() {
   if (prompt_finished_) return;
   cache_.mark_prompt_end();
   for (int l = 0; l < model_.hp.n_layer; ++l) policy_->prefill_done(l, cache_.view(l), opt_.n_threads);
+  prompt_finished_ = true;
+}
+
+namespace {
+
+// One background thread that runs a policy's prefill_done for the layers handed to it, in
+// order. Policies keep per-layer state in slots sized at construction, so prefill_done of
+// layer l may run while the prefill still writes other layers of the cache (separate buffers).
+class TableBuilder {
+ public:
+  explicit TableBuilder(attn::SequenceAttention& policy) : policy_(policy), thread_([this] { run(); }) {}
+  ~TableBuilder() { finish(); }
+  void push(int layer, const KvView& view) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back({layer, view});
+    }
+    cv_.notify_one();
+  }
+  // Waits for the queued layers (or the first error) and joins; returns the worker's error.
+  std::exception_ptr finish() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closed_ = true;
+    }
+    cv_.notify_one();
+    if (thread_.joinable()) thread_.join();
+    return error_;
+  }
+
+ private:
+  void run() {
+    for (;;) {
+      std::pair<int, KvView> item;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [this] { return closed_ || !queue_.empty(); });
+        if (queue_.empty()) return;
+        item = queue_.front();
+        queue_.pop_front();
+      }
+      try {
+        policy_.prefill_done(item.first, item.second, 1);
+      } catch (...) {
+        error_ = std::current_exception();  // read by finish() after join
+        return;
+      }
+    }
+  }
+  attn::SequenceAttention& policy_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<int, KvView>> queue_;
+  bool closed_ = false;
+  std::exception_ptr error_;
+  std::thread thread_;  // last: started once everything above exists
+};
+
+}  // namespace
+
+void Sequence::prefill_and_finish(std::span<const int32_t> tokens, bool all_logits,
+                                  const std::function<void(int64_t, int64_t)>& progress) {
+  check(!prompt_finished_, "prefill after decoding started is not supported; fork before stepping");
+  if (tokens.empty()) {
+    finish_prompt();
+    return;
+  }
+  const int64_t end = cache_.n_tokens() + int64_t(tokens.size());
+  std::exception_ptr error;
+  {
+    TableBuilder builder(*policy_);
+    try {
+      prefill_impl(tokens, all_logits, progress, [&](int l) {
+        KvView view = cache_.view(l);  // taken here: the worker never reads the cache object
+        view.n_tokens = view.n_prompt = end;
+        builder.push(l, view);
+      });
+    } catch (...) {
+      builder.finish();
+      throw;
+    }
+    error = builder.finish();
+  }
+  if (error) std::rethrow_exception(error);
+  cache_.mark_prompt_end();
   prompt_finished_ = true;
 }
 

@@ -68,6 +68,15 @@ class Sequence {
   const SequenceOptions& options() const { return opt_; }
   // Ends the prompt explicitly (normally done by the first step()).
   void finish_prompt();
+  // prefill(tokens) followed by finish_prompt(), with the policy's per-layer structures built
+  // while the prefill runs: as soon as the last chunk has passed layer l, layer l goes to one
+  // background thread that runs prefill_done(l, ..., 1 thread) while the prefill works on the
+  // later layers. The result (logits, KV, policy state, later decode and cost) is the same as
+  // prefill() + finish_prompt(). The thread is joined before returning; an error of the
+  // prefill or of prefill_done is rethrown here (after a prefill_done error the prompt is in
+  // the cache but not finished, so the first step() builds the structures again).
+  void prefill_and_finish(std::span<const int32_t> tokens, bool all_logits = false,
+                          const std::function<void(int64_t, int64_t)>& progress = {});
 
   // Prompt cache (engine/prompt_cache.h): what is saved, and restoring a saved prompt into this
   // fresh sequence (no tokens yet): write_kv fills K/V of positions [0, tokens.size()) of every
@@ -80,6 +89,9 @@ class Sequence {
  private:
   friend struct SequenceBatchAccess;  // engine/batch.cpp: decodes several sequences in one pass
   Sequence(const Sequence& other, int);  // fork
+  void prefill_impl(std::span<const int32_t> tokens, bool all_logits,
+                    const std::function<void(int64_t, int64_t)>& progress,
+                    const std::function<void(int)>& layer_complete);
   Sequence(const Sequence& other, std::unique_ptr<attn::SequenceAttention> policy, const attn::Config& cfg);
   const Model& model_;
   SequenceOptions opt_;

@@ -92,7 +92,8 @@ void output_logits(const Model& m, const Backend& be, Scratch& s, int64_t first,
 
 void forward_prefill(const Model& m, const Backend& be, KvCache& cache, std::span<const int32_t> tokens,
                      float* logits, bool all_logits, int n_threads, int chunk,
-                     const std::function<void(int64_t, int64_t)>& progress) {
+                     const std::function<void(int64_t, int64_t)>& progress,
+                     const std::function<void(int)>& layer_complete) {
   const int64_t total = static_cast<int64_t>(tokens.size());
   check(chunk > 0, "prefill chunk must be positive");
   const int64_t start = cache.n_tokens();
@@ -109,12 +110,15 @@ void forward_prefill(const Model& m, const Backend& be, KvCache& cache, std::spa
       run_layer(m, be, cache, l, pos0, n, s, [&](const KvView& view) {
         attn::prefill_attention(view, shape, pos0, n, s.q.data(), s.att.data(), n_threads);
       });
+      if (layer_complete && done + n == total) layer_complete(l);
     }
     cache.set_n_tokens(pos0 + n);
     if (logits && all_logits) output_logits(m, be, s, 0, n, logits + done * m.hp.n_vocab);
     else if (logits && done + n == total) output_logits(m, be, s, n - 1, 1, logits);
     if (progress) progress(done + n, total);
   }
+  if (layer_complete && total == 0)
+    for (int l = 0; l < m.hp.n_layer; ++l) layer_complete(l);
 }
 
 void forward_decode(const Model& m, const Backend& be, KvCache& cache, attn::SequenceAttention& policy,

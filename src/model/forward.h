@@ -18,9 +18,16 @@ attn::HeadShape head_shape(const HParams& hp);
 // `chunk` tokens, and appends their K/V to the cache. Writes logits of the last token to
 // `logits` (n_vocab floats), or of every token when all_logits ([n][n_vocab]); nullptr skips
 // the output projection. progress(done, total) is called after each chunk when set.
+// layer_complete(l), when set, is called on this thread as soon as layer l holds its final K/V
+// for the whole prompt (during the last chunk, right after that chunk's pass through layer l;
+// for every layer at once when tokens is empty), so per-layer work such as building a decode
+// policy's tables can start while the later layers still run. The cache's n_tokens is only
+// advanced after the last chunk: a callback that needs a view of layer l sets its n_tokens to
+// cache.n_tokens() + tokens.size() itself. Layer l's K/V are not written again by this call.
 void forward_prefill(const Model& m, const Backend& be, KvCache& cache, std::span<const int32_t> tokens,
                      float* logits, bool all_logits, int n_threads, int chunk = 512,
-                     const std::function<void(int64_t, int64_t)>& progress = {});
+                     const std::function<void(int64_t, int64_t)>& progress = {},
+                     const std::function<void(int)>& layer_complete = {});
 
 // One decode step: the token at position cache.n_tokens() attends through `policy`.
 // Writes n_vocab logits.

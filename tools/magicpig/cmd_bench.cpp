@@ -26,6 +26,9 @@ struct BenchOptions {
   std::vector<int64_t> n_prompt = {512}, n_gen = {128}, depth = {0};
   std::vector<std::string> attn = {"dense"};
   std::vector<int> threads, n_seq = {1};
+  // Extra prompt rows that also finish the prompt (build the policy's tables): 0 = built after
+  // the prefill (prefill + finish_prompt), 1 = overlapped with it (prefill_and_finish).
+  std::vector<int> overlap_tables;
   int reps = 5;
   std::string output = "md";
   std::string depth_fill = "prefill";  // prefill (model on token ids / --depth-file text) | random
@@ -41,6 +44,7 @@ struct Row {
   double key_fraction = 1;
   size_t kv_bytes = 0, aux_bytes = 0, peak_rss = 0;
   double table_build_s = 0;
+  int overlap_tables = -1;  // prompt rows: -1 prefill only, 0 tables after, 1 overlapped
 };
 
 template <class T>
@@ -79,6 +83,7 @@ std::vector<int32_t> token_source(const Model& m, const BenchOptions& o, int64_t
 
 std::string test_name(const Row& r) {
   std::string t = r.n_prompt > 0 ? "pp" + std::to_string(r.n_prompt) : "tg" + std::to_string(r.n_gen);
+  if (r.overlap_tables >= 0) t += r.overlap_tables ? "+tables (overlapped)" : "+tables";
   if (r.depth > 0) t += " @ d" + std::to_string(r.depth);
   return t;
 }
@@ -109,11 +114,13 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
           "\"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, \"attn\": \"%s\", \"K\": %d, \"L\": %d, "
           "\"n_seq\": %d, \"depth_fill\": \"%s\", \"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, "
           "\"stddev_ts\": %.6f, \"samples_ns\": %s, \"samples_ts\": %s, \"key_fraction\": %.6f, "
-          "\"kv_bytes\": %zu, \"table_bytes\": %zu, \"table_build_s\": %.6f, \"peak_rss_bytes\": %zu}%s\n",
+          "\"kv_bytes\": %zu, \"table_bytes\": %zu, \"table_build_s\": %.6f, \"peak_rss_bytes\": %zu, "
+          "\"overlap_tables\": %s}%s\n",
           path.c_str(), m.weight_bytes(), params, r.threads, (long long)r.n_prompt, (long long)r.n_gen,
           (long long)r.depth, r.attn.c_str(), ac.lsh_k, ac.lsh_l, r.n_seq, o.depth_fill.c_str(), mean(r.ns),
           stddev(r.ns), mean(ts), stddev(ts), list(r.ns, true).c_str(), list(ts, false).c_str(), r.key_fraction,
-          r.kv_bytes, r.aux_bytes, r.table_build_s, r.peak_rss, i + 1 < rows.size() ? "," : "");
+          r.kv_bytes, r.aux_bytes, r.table_build_s, r.peak_rss,
+          r.overlap_tables < 0 ? "null" : r.overlap_tables ? "true" : "false", i + 1 < rows.size() ? "," : "");
     }
     std::printf("]\n");
     return;
@@ -184,6 +191,10 @@ int cmd_bench(int argc, char** argv) {
     o.attn = split(v, ',');  // a list here, one name in run
     for (const std::string& name : o.attn) check_policy_name(name);
   });
+  a.value({"--overlap-tables"}, "LIST",
+          "also time prompts that build the policy's tables: 0 after the prefill, 1 overlapped with it, "
+          "e.g. 0,1 (default: prefill only)",
+          [&](const std::string& v) { o.overlap_tables = parse_list<int>("--overlap-tables", v, 0, 1); });
   a.value({"-t", "--threads"}, "LIST", "thread counts (default: all cores)",
           [&](const std::string& v) { o.threads = parse_list<int>("-t", v, 1, 1024); });
   if (!a.parse(argc, argv, 2)) return 0;
@@ -221,6 +232,27 @@ int cmd_bench(int argc, char** argv) {
           }
           r.peak_rss = peak_rss_bytes();
           rows.push_back(r);
+          for (int overlap : o.overlap_tables) {
+            Row rt{name, 1, threads, np, 0, depth, {}};
+            rt.overlap_tables = overlap;
+            for (int rep = 0; rep < o.reps; ++rep) {
+              // A fork under the policy: base is shared by every policy and must stay unfinished.
+              std::unique_ptr<Sequence> s = base.fork(c);
+              const std::span<const int32_t> prompt = std::span(tokens).subspan(size_t(depth), size_t(np));
+              const auto t0 = Clock::now();
+              if (overlap) {
+                s->prefill_and_finish(prompt);
+              } else {
+                s->prefill(prompt);
+                s->finish_prompt();
+              }
+              rt.ns.push_back(std::chrono::duration<double, std::nano>(Clock::now() - t0).count());
+              rt.kv_bytes = s->kv_bytes();
+              rt.aux_bytes = s->aux_bytes();
+            }
+            rt.peak_rss = peak_rss_bytes();
+            rows.push_back(rt);
+          }
         }
         // Decoding starts from the base with this policy's per-layer structures built once;
         // with -np N, N forks of it decode together (one weight pass per step for all).

@@ -141,11 +141,15 @@ int cmd_run(int argc, char** argv) {
   const std::span<const int32_t> rest = std::span<const int32_t>(ids).subspan(size_t(reused));
 
   const auto t_prompt = Clock::now();
-  seq->prefill(rest, false, [&](int64_t done, int64_t total) {
-    progress_bar("prefill", done, total, seconds_since(t_prompt));
-  });
+  const auto bar = [&](int64_t done, int64_t total) { progress_bar("prefill", done, total, seconds_since(t_prompt)); };
+  // The policy's tables are built while the prefill runs (prompt eval includes them), unless
+  // the prompt cache is saved (it holds an unfinished prompt) or no step() follows (-n <= 1):
+  // then the first step() builds them, as before.
+  const bool save_cache = !prompt_cache.empty() && !prompt_cache_ro && !rest.empty();
+  if (save_cache || n_predict <= 1) seq->prefill(rest, false, bar);
+  else seq->prefill_and_finish(rest, false, bar);
   const double prompt_s = seconds_since(t_prompt);
-  if (!prompt_cache.empty() && !prompt_cache_ro && !rest.empty()) {
+  if (save_cache) {
     const auto t_save = Clock::now();
     try {
       save_prompt_cache(*seq, prompt_cache);
