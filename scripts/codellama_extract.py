@@ -68,6 +68,26 @@ def check_members(zf):
     return members
 
 
+def load_holes(zpath):
+    """Byte ranges that fetch_codellama.sh --fill-gaps zero-filled (chunks in no version)."""
+    path = zpath + ".holes"
+    if not os.path.exists(path):
+        return []
+    return [(int(a), int(b), n) for a, b, n in (l.split("\t") for l in open(path).read().splitlines() if l)]
+
+
+def damaged(members, holes):
+    """Names of members whose bytes (up to the next member) overlap a hole."""
+    order = sorted(members, key=lambda m: m["offset"])
+    out = {}
+    for i, m in enumerate(order):
+        end = order[i + 1]["offset"] if i + 1 < len(order) else m["offset"] + m["csize"] + 65536
+        hit = [n for a, b, n in holes if a < end and b > m["offset"]]
+        if hit:
+            out[m["name"]] = hit
+    return out
+
+
 def local_data_offset(f, m):
     f.seek(m["offset"])
     h = f.read(30)
@@ -159,10 +179,13 @@ def main():
     else:
         with zipfile.ZipFile(a.zip) as zf:
             members = check_members(zf)
+    bad = damaged(members, load_holes(a.zip))
     if a.list:
         for m in members:
-            print(f"{m['usize']:>14} {m['csize']:>14}  {m['name']}")
-        print(f"codellama_extract: {len(members)} members, all expected")
+            note = f"  DAMAGED (missing chunks {' '.join(bad[m['name']])})" if m["name"] in bad else ""
+            print(f"{m['usize']:>14} {m['csize']:>14}  {m['name']}{note}")
+        print(f"codellama_extract: {len(members)} members, all expected" +
+              (f"; {len(bad)} damaged by missing chunks" if bad else ""))
         return
     if not a.out:
         die("give --out DIR or --list")
@@ -173,6 +196,9 @@ def main():
         if not a.keep_zip:
             open(a.zip + ".consumed", "w").write("truncated by codellama_extract.py; refetch to restore\n")
     for m in members:
+        if m["name"] in bad:
+            print(f"codellama_extract: skipping {m['name']}: its bytes overlap missing chunks {bad[m['name']]}", flush=True)
+            continue
         if not SHARD.fullmatch(m["name"]):
             dest = os.path.join(a.out, "original-" + m["name"] if m["name"].endswith("index.json") else m["name"])
             if not os.path.exists(dest):
@@ -182,7 +208,9 @@ def main():
     torch.set_num_threads(1)
     for m in shards:
         st = os.path.join(a.out, m["name"][:-len(".bin")] + ".safetensors")
-        if not os.path.exists(st):
+        if m["name"] in bad:
+            pass
+        elif not os.path.exists(st):
             binp = os.path.join(a.out, m["name"])
             if not os.path.exists(binp):
                 print(f"codellama_extract: extracting {m['name']} ({m['usize'] / 1e9:.2f} GB)", flush=True)
@@ -201,6 +229,10 @@ def main():
     # Cross-check against the original index, if the archive had one.
     idx = os.path.join(a.out, "original-model.safetensors.index.json")
     names = {}
+    if bad:
+        open(os.path.join(a.out, "DAMAGED.txt"), "w").write("".join(f"{n}\t{' '.join(c)}\n" for n, c in bad.items()))
+        die(f"incomplete: {sorted(bad)} could not be extracted (their bytes are in chunks no package version "
+            f"holds); everything else is in {a.out}, the list in {a.out}/DAMAGED.txt")
     for m in shards:
         st = os.path.join(a.out, m["name"][:-len(".bin")] + ".safetensors")
         for n, h in json.load(open(st + ".tensors.json")).items():

@@ -4,7 +4,7 @@
 # chunk per package version (package/model/xaa, xab, ...). Never run in CI; never commit the
 # result. See docs/codellama.md.
 #
-#   scripts/fetch_codellama.sh [--dest DIR] [--min-free-gb N] [--verify-only]
+#   scripts/fetch_codellama.sh [--dest DIR] [--min-free-gb N] [--verify-only] [--fill-gaps]
 #
 # Safety and resource rules:
 #  - refuses to start unless the file system of DIR has room for the whole pipeline at its
@@ -13,8 +13,9 @@
 #    registry's sha512 integrity; its cache goes to DIR/.npm-cache and is emptied per chunk;
 #  - every tarball must hold exactly package/package.json and one regular file
 #    package/model/x?? (nothing else, no links), or only package.json (a few versions are
-#    empty); chunk names must follow each other (xaa, xab, ...) and every chunk but the last
-#    must be 100 MiB;
+#    empty); every chunk but the last must be 100 MiB; a chunk name seen twice must have
+#    identical bytes; chunks that no version holds stop the run (--fill-gaps: zeros in their
+#    place, byte ranges in DIR/codellama.zip.holes, see codellama_extract.py);
 #  - chunks are appended to DIR/codellama.zip in name order and deleted right after, so the
 #    disk peak is about one archive; state in DIR/fetch-state.tsv makes the run resumable
 #    (a half-written append is cut back to the last recorded size);
@@ -28,6 +29,7 @@ DEST="${HOME}/.cache/magicpig/codellama"
 # (+ 7.3 GB Q4_0). 48 GB covers the largest of these stages with a little margin.
 PEAK_GB=48
 VERIFY_ONLY=0
+FILL_GAPS=0
 CHUNK_BYTES=104857600
 HERE="$(cd "$(dirname "$0")" && pwd)"
 gb() { awk -v b="$1" 'BEGIN {printf "%.1f", b / 1e9}'; }  # bytes -> "12.3" (GB)
@@ -38,7 +40,8 @@ while [[ $# -gt 0 ]]; do
     --dest) DEST="$2"; shift 2 ;;
     --min-free-gb) PEAK_GB="$2"; shift 2 ;;
     --verify-only) VERIFY_ONLY=1; shift ;;
-    -h|--help) sed -n 2,22p "$0"; exit 0 ;;
+    --fill-gaps) FILL_GAPS=1; shift ;;
+    -h|--help) awk 'NR > 1 && /^#/ {sub(/^# ?/, ""); print; next} NR > 1 {exit}' "$0"; exit 0 ;;
     *) echo "fetch_codellama: unknown argument '$1'" >&2; exit 2 ;;
   esac
 done
@@ -143,7 +146,7 @@ print("EMPTY" if empty else names[0].rsplit("/", 1)[1] if ok else "BAD:" + " ".j
   prev=$(awk -F'\t' -v n="$name" '$2 == n {print NR}' "$STATE")
   if [[ -n "$prev" || -f "$DEST/chunks/$name" ]]; then
     if [[ -n "$prev" ]]; then
-      same=$(tail -c +"$(( (prev - 1) * CHUNK_BYTES + 1 ))" "$ZIP" | head -c "$CHUNK_BYTES" | cmp -s - "$DEST/chunks/$name.part" && echo 1 || echo 0)
+      same=$(cmp -s -i "$(( (prev - 1) * CHUNK_BYTES )):0" -n "$CHUNK_BYTES" "$ZIP" "$DEST/chunks/$name.part" && echo 1 || echo 0)
     else
       same=$(cmp -s "$DEST/chunks/$name" "$DEST/chunks/$name.part" && echo 1 || echo 0)
     fi
@@ -165,19 +168,34 @@ print("EMPTY" if empty else names[0].rsplit("/", 1)[1] if ok else "BAD:" + " ".j
   echo "fetch_codellama: $ver -> $name ($sz bytes), archive $(gb "$(stat -c %s "$ZIP")") GB, $(( $(date +%s) - t0 ))s"
 done
 
-left=$(ls "$DEST/chunks" | grep -v '\.version$' || true)
-if [[ -n "$left" ]]; then
-  echo "fetch_codellama: chunks not appendable (gap before them; next expected $expected): $left" >&2; exit 1
-fi
+# Chunks that no version holds: report them; with --fill-gaps put zeros in their place so the
+# archive keeps its layout (central directory, the members outside the gaps) and record the
+# byte ranges in $ZIP.holes, which codellama_extract.py uses to refuse the damaged members.
+while compgen -G "$DEST/chunks/x??" >/dev/null; do
+  echo "fetch_codellama: chunk $expected is in no version of the package" >&2
+  if [[ $FILL_GAPS -ne 1 ]]; then
+    echo "fetch_codellama: the archive cannot be completed; rerun with --fill-gaps to keep what is there" >&2
+    exit 1
+  fi
+  if ! grep -q "	$expected\$" "$ZIP.holes" 2>/dev/null; then
+    start=$(stat -c %s "$ZIP")
+    printf '%s\t%s\t%s\n' "$start" "$(( start + CHUNK_BYTES ))" "$expected" >> "$ZIP.holes"
+  fi
+  head -c "$CHUNK_BYTES" /dev/zero > "$DEST/chunks/$expected"
+  echo MISSING > "$DEST/chunks/$expected.version"
+  append_ready
+done
 # Every chunk but the last must be full.
 "$PY" - "$STATE" "$CHUNK_BYTES" <<'EOF'
 import sys
 rows = [l.rstrip("\n").split("\t") for l in open(sys.argv[1]) if l.strip()]
 full = int(sys.argv[2])
 short = [r[1] for r in rows[:-1] if int(r[2]) != full]
+gaps = [r[1] for r in rows if r[0] == "MISSING"]
 if short:
     sys.exit(f"fetch_codellama: chunks shorter than {full} bytes before the last one: {short}")
-print(f"fetch_codellama: {len(rows)} chunks ({rows[0][1]}..{rows[-1][1]}), archive {int(rows[-1][3])} bytes")
+print(f"fetch_codellama: {len(rows)} chunks ({rows[0][1]}..{rows[-1][1]}), archive {int(rows[-1][3])} bytes"
+      + (f"; zero-filled (in no version): {' '.join(gaps)}" if gaps else ""))
 EOF
 "$PY" "$HERE/codellama_extract.py" --zip "$ZIP" --list
 echo "fetch_codellama: done; next: /usr/bin/python3 scripts/codellama_extract.py --zip $ZIP --out $DEST/hf"

@@ -74,6 +74,24 @@ HfLlamaConfig read_hf_llama_config(const std::string& path) {
   return c;
 }
 
+TokenizerFlags read_tokenizer_flags(const std::string& path) {
+  TokenizerFlags f;
+  std::ifstream in(path);
+  if (!in.good()) return f;
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(in);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(path + ": not valid JSON: " + e.what());
+  }
+  for (auto [key, dst] : {std::pair{"add_bos_token", &f.add_bos}, std::pair{"add_eos_token", &f.add_eos}})
+    if (j.is_object() && j.contains(key) && !j[key].is_null()) {
+      check(j[key].is_boolean(), path + ": " + key + " must be true or false");
+      *dst = j[key].get<bool>();
+    }
+  return f;
+}
+
 std::optional<std::string> hf_to_gguf_name(const std::string& n) {
   if (n == "model.embed_tokens.weight") return "token_embd.weight";
   if (n == "model.norm.weight") return "output_norm.weight";

@@ -14,6 +14,7 @@
 #include "convert/codellama_vocab.h"
 #include "convert/gguf_stream.h"
 #include "convert/safetensors.h"
+#include "convert/spm_model.h"
 #include "kernels/kernels.h"
 
 namespace mp::convert {
@@ -38,7 +39,10 @@ struct Plan {
 
 std::string shape_str(const std::vector<int64_t>& s) {
   std::string r = "[";
-  for (size_t i = 0; i < s.size(); ++i) r += (i ? ", " : "") + std::to_string(s[i]);
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i) r += ", ";
+    r += std::to_string(s[i]);
+  }
   return r + "]";
 }
 
@@ -102,10 +106,10 @@ void convert_hf_llama(const HfConvertOptions& opt) {
   check(fs::is_directory(opt.dir), "convert --hf: " + opt.dir + " is not a directory");
   const HfLlamaConfig c = read_hf_llama_config((fs::path(opt.dir) / "config.json").string());
   ggml_file_type(opt.type);  // validates the requested type
-  const bool has_tok = fs::exists(fs::path(opt.dir) / "tokenizer.model") || fs::exists(fs::path(opt.dir) / "tokenizer.json");
-  check(!has_tok || !opt.vocab.empty(),
-        "convert --hf: " + opt.dir + " holds its own tokenizer (tokenizer.model / tokenizer.json), which magicpig "
-        "cannot read; give --vocab with a GGUF holding the same vocabulary");
+  const fs::path spm_path = fs::path(opt.dir) / "tokenizer.model";
+  check(!opt.vocab.empty() || fs::exists(spm_path) || !fs::exists(fs::path(opt.dir) / "tokenizer.json"),
+        "convert --hf: " + opt.dir + " holds its own tokenizer as tokenizer.json only, which magicpig cannot read; "
+        "give --vocab with a GGUF holding the same vocabulary");
 
   std::vector<std::string> paths;
   for (const auto& e : fs::directory_iterator(opt.dir))
@@ -179,7 +183,14 @@ void convert_hf_llama(const HfConvertOptions& opt) {
   out.set_u32("llama.attention.head_count_kv", uint32_t(c.num_key_value_heads));
   out.set_f32("llama.attention.layer_norm_rms_epsilon", float(c.rms_norm_eps));
   out.set_f32("llama.rope.freq_base", float(c.rope_theta));
-  copy_vocab(opt.vocab.empty() ? default_vocab_path() : opt.vocab, V, out);
+  if (!opt.vocab.empty()) {
+    copy_vocab(opt.vocab, V, out);
+  } else if (fs::exists(spm_path)) {
+    const TokenizerFlags fl = read_tokenizer_flags((fs::path(opt.dir) / "tokenizer_config.json").string());
+    set_spm_vocab(read_spm_model(spm_path.string()), V, spm_path.string(), fl.add_bos, fl.add_eos, out);
+  } else {
+    copy_vocab(default_vocab_path(), V, out);
+  }
   for (const Plan& p : plans) {
     std::vector<int64_t> shape = {p.cols};
     if (p.rows > 1 || p.src.t->shape.size() == 2) shape.push_back(p.rows);

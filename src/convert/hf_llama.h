@@ -26,15 +26,22 @@ struct HfConvertOptions {
   std::string dir;           // config.json and *.safetensors
   std::string output;        // .gguf
   DType type = DType::Q8_0;  // F32, F16, BF16, Q8_0, Q4_0
-  // GGUF whose tokenizer.ggml.* keys are copied (e.g. ggml-vocab-llama-spm.gguf). Its token
-  // count must equal vocab_size, or be 32000 with vocab_size 32016 (CodeLlama: the 16 extra
-  // pieces are appended, see codellama_vocab.h). Empty: $MAGICPIG_CACHE (default
-  // ~/.cache/magicpig)/llama.cpp/models/ggml-vocab-llama-spm.gguf.
+  // Tokenizer: GGUF whose tokenizer.ggml.* keys are copied (e.g. ggml-vocab-llama-spm.gguf);
+  // its token count must equal vocab_size, or be 32000 with vocab_size 32016 (CodeLlama: the 16
+  // extra pieces are appended, see codellama_vocab.h). Empty: DIR/tokenizer.model if present,
+  // else $MAGICPIG_CACHE (default ~/.cache/magicpig)/llama.cpp/models/ggml-vocab-llama-spm.gguf.
   std::string vocab;
   std::string name;          // general.name; default: the directory's name
   int n_threads = 2;
   bool verbose = true;       // progress on stderr
 };
+
+// add_bos_token / add_eos_token of tokenizer_config.json (defaults true / false, as Llama's,
+// when the file or the keys are absent).
+struct TokenizerFlags {
+  bool add_bos = true, add_eos = false;
+};
+TokenizerFlags read_tokenizer_flags(const std::string& tokenizer_config_path);
 
 // Throws mp::Error on missing files, tensors missing / unexpected / of the wrong shape
 // against config.json, unsupported dtypes, malformed or truncated safetensors files.

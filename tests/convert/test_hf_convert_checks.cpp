@@ -10,6 +10,7 @@
 #include "convert/hf_llama.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
+#include "engine/sequence.h"
 #include "model/model.h"
 #include "testutil/testutil.h"
 #include "tiny_hf.h"
@@ -90,6 +91,34 @@ TEST(HfConvertChecks, Q4_0UsesQ6_KForTheOutputWhenRowsAllowIt) {
   EXPECT_EQ(weight_type_for("blk.0.ffn_down.weight", DType::Q8_0, 48), DType::F16);
 }
 
+TEST(HfConvertChecks, Q4_0ModelWithQ6_KOutputRunsCloseToF32) {
+  test::TinyConfig c;
+  c.hidden = 256;
+  c.ffn = 256;
+  const W w = test::tiny_weights(c, 21);
+  test::TempDir a, b;
+  test::convert_tiny(a, c, w, DType::F32);
+  test::convert_tiny(b, c, w, DType::Q4_0);
+  auto ma = Model::load(a.file("out.gguf")), mb = Model::load(b.file("out.gguf"));
+  EXPECT_EQ(mb->file.tensor("output.weight").type, DType::Q6_K);
+  EXPECT_EQ(mb->file.tensor("token_embd.weight").type, DType::Q4_0);
+  SequenceOptions so;
+  so.n_ctx = 16;
+  so.n_threads = 1;
+  Sequence sa(*ma, so), sb(*mb, so);
+  const std::vector<int32_t> toks = {1, 100, 7, 250};
+  sa.prefill(toks);
+  sb.prefill(toks);
+  // 4-bit weights: close, not equal (relative L2 error of the logits well under 30%).
+  double num = 0, den = 0;
+  for (int i = 0; i < c.vocab; ++i) {
+    num += std::pow(double(sa.logits()[i]) - sb.logits()[i], 2);
+    den += std::pow(double(sa.logits()[i]), 2);
+  }
+  EXPECT_LT(std::sqrt(num / den), 0.3);
+  EXPECT_GT(std::sqrt(num / den), 0.0);
+}
+
 TEST(HfConvertChecks, RefusesBadCheckpoints) {
   test::TinyConfig c;
   const W w = test::tiny_weights(c, 5);
@@ -134,7 +163,7 @@ TEST(HfConvertChecks, RefusesACheckpointTokenizerWithoutAnExplicitVocab) {
   test::TinyConfig c;
   test::TempDir d;
   test::write_tiny_checkpoint(d.path.string(), c, test::tiny_weights(c, 1));
-  std::ofstream(d.file("tokenizer.model")) << "x";
+  std::ofstream(d.file("tokenizer.json")) << "{}";
   HfConvertOptions o;
   o.dir = d.path.string();
   o.output = d.file("out.gguf");
@@ -143,7 +172,7 @@ TEST(HfConvertChecks, RefusesACheckpointTokenizerWithoutAnExplicitVocab) {
     convert_hf_llama(o);
     ADD_FAILURE() << "accepted";
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("holds its own tokenizer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("tokenizer.json only"), std::string::npos) << e.what();
   }
 }
 
@@ -196,13 +225,60 @@ TEST(HfConvertChecks, CodeLlamaVocabularyExtendsLlama2Spm) {
   EXPECT_EQ(f.get_int("tokenizer.ggml.prefix_token_id"), 32007);
   const auto& scores = f.find("tokenizer.ggml.scores")->floats;
   ASSERT_EQ(scores.size(), 32016u);
-  for (size_t i = 300; i < 32016; i += 997) EXPECT_EQ(scores[i], -double(i - 259)) << i;
+  for (size_t i = 300; i < 32000; i += 997) EXPECT_EQ(scores[i], -double(i - 259)) << i;
+  EXPECT_EQ(scores[32000], -1e9);
+  EXPECT_EQ(scores[32015], double(-1e18f));
   EXPECT_EQ(f.find("tokenizer.ggml.token_type")->ints.size(), 32016u);
   // Every tokenizer.ggml.* key of the source is carried over.
-  for (const auto& [k, v] : src.metadata())
-    if (k.rfind("tokenizer.ggml.", 0) == 0) EXPECT_NE(f.find(k), nullptr) << k;
+  for (const auto& [k, v] : src.metadata()) {
+    if (k.rfind("tokenizer.ggml.", 0) == 0) {
+      EXPECT_NE(f.find(k), nullptr) << k;
+    }
+  }
   EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
   EXPECT_THROW(copy_vocab(spm, 32017, w), Error);
+}
+
+}  // namespace
+}  // namespace mp::convert
+
+namespace mp::convert {
+namespace {
+
+TEST(GgufStream, RoundTripAndMisuse) {
+  test::TempDir d;
+  {
+    GgufStreamWriter w;
+    w.set_string("general.architecture", "llama");
+    w.set_u32("k", 7);
+    w.add_tensor({"a", DType::F32, {3}});
+    w.add_tensor({"b", DType::Q8_0, {32, 2}});
+    EXPECT_THROW(w.add_tensor({"a", DType::F32, {1}}), Error);   // duplicate
+    EXPECT_THROW(w.add_tensor({"c", DType::Q8_0, {30}}), Error);  // not a block multiple
+    w.begin(d.file("x.gguf"));
+    const float a[3] = {1, 2, 3};
+    w.append(a, sizeof a);
+    EXPECT_THROW(w.append(a, 4), Error);  // more than the tensor holds
+    w.next_tensor();
+    std::vector<uint8_t> q(2 * 34, 1);
+    w.append(q.data(), 34);
+    EXPECT_THROW(w.next_tensor(), Error);  // incomplete
+    w.append(q.data() + 34, 34);
+    w.next_tensor();
+    w.finish();
+  }
+  const gguf::File f = gguf::File::open(d.file("x.gguf"));
+  EXPECT_EQ(f.get_int("k"), 7);
+  EXPECT_EQ(f.tensor("b").shape, (std::vector<int64_t>{32, 2}));
+  EXPECT_EQ(f.tensor("b").offset % 32, 0u);
+  EXPECT_EQ(reinterpret_cast<const float*>(f.tensor("a").data)[2], 3.0f);
+  {
+    GgufStreamWriter w;  // abandoned half-way: no file left behind
+    w.add_tensor({"a", DType::F32, {3}});
+    w.begin(d.file("y.gguf"));
+  }
+  EXPECT_FALSE(std::filesystem::exists(d.file("y.gguf")));
+  EXPECT_FALSE(std::filesystem::exists(d.file("y.gguf.tmp")));
 }
 
 }  // namespace
