@@ -218,8 +218,12 @@ def main():
             print(f"eval step {step}: held-out single-needle accuracy at {st['seq_len']}: {a:.3f} ({time.time()-te:.0f}s)", flush=True)
         stop = (args.max_minutes and time.time() - t_session > args.max_minutes * 60) or \
                (args.stop_at_step and step >= args.stop_at_step) or bool(interrupted)
-        if stop or time.time() - t_ckpt > args.ckpt_minutes * 60:
+        stage_end = stage_at(cur["stages"], step) is None or stage_at(cur["stages"], step)[0] != si
+        if stop or stage_end or time.time() - t_ckpt > args.ckpt_minutes * 60:
             checkpoint(); t_ckpt = time.time()
+        if stage_end:  # keep every stage's final state: a later stage may have to be redone from it
+            import shutil
+            shutil.copyfile(ckpt_path, os.path.join(args.run_dir, f"ckpt_step{step}_{st.get('name', si)}.pt"))
         if stop:
             print(f"stopping at step {step} (checkpoint saved)", flush=True)
             return
