@@ -25,5 +25,6 @@ for kind in ["randcopy_gap64","digitcopy","single","multikey","multiquery"]:
     nll=F.cross_entropy(lg.flatten(0,1),x[:,1:].flatten(),reduction="none").view(w.shape)
     a=w>0; acc=(lg.argmax(-1)==x[:,1:])[a].float().mean().item()
     # exact-answer rate per sequence
-    ok=(((lg.argmax(-1)==x[:,1:])|(~a)).all(1)).float().mean().item()
+    has=a.any(1)  # episodes cut by the length (e.g. 4 needles in 128 tokens) have no answer
+    ok=(((lg.argmax(-1)==x[:,1:])|(~a)).all(1))[has].float().mean().item() if has.any() else float('nan')
     print(f"{kind:16s} answer_loss {nll[a].mean().item():.3f} token_acc {acc:.3f} exact_seq {ok:.3f}")
