@@ -5,6 +5,7 @@
 
 #include "attention/dense.h"
 #include "common/error.h"
+#include "model/layer_step.h"
 
 namespace mp {
 
@@ -35,50 +36,24 @@ void apply_rope(float* x, int n_heads, int head_dim, int64_t pos, const RopePara
   }
 }
 
-static float silu(float x) { return x / (1.0f + std::exp(-x)); }
-
 namespace {
 
-// Activations of a block of n tokens, sized once per call.
-struct Scratch {
-  std::vector<float> x, xn, q, k, v, att, proj, gate, up;
-  Scratch(const HParams& hp, int64_t n) {
-    const size_t e = hp.n_embd, qd = size_t(hp.n_head) * hp.head_dim, kd = size_t(hp.n_kv_head) * hp.head_dim;
-    x.resize(n * e); xn.resize(n * e); proj.resize(n * e);
-    q.resize(n * qd); att.resize(n * qd);
-    k.resize(n * kd); v.resize(n * kd);
-    gate.resize(n * size_t(hp.n_ff)); up.resize(n * size_t(hp.n_ff));
-  }
-};
+using detail::LayerScratch;
+using Scratch = LayerScratch;
 
-// Everything of one layer except the attention itself, which `attend` fills into s.att.
+// run_layer over the consecutive positions [pos0, pos0+n) of one cache; attend gets layer l's
+// view that already holds the new positions.
 template <class Attend>
 void run_layer(const Model& m, const Backend& be, KvCache& cache, int l, int64_t pos0, int64_t n, Scratch& s,
                Attend&& attend) {
-  const HParams& hp = m.hp;
-  const LayerWeights& w = m.layers[l];
-  const int e = hp.n_embd, qd = hp.n_head * hp.head_dim, kd = hp.n_kv_head * hp.head_dim;
-  for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], w.attn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
-  be.linear(w.wq, s.xn.data(), n, s.q.data());
-  be.linear(w.wk, s.xn.data(), n, s.k.data());
-  be.linear(w.wv, s.xn.data(), n, s.v.data());
-  for (int64_t i = 0; i < n; ++i) {
-    apply_rope(&s.q[i * qd], hp.n_head, hp.head_dim, pos0 + i, hp.rope);
-    apply_rope(&s.k[i * kd], hp.n_kv_head, hp.head_dim, pos0 + i, hp.rope);
-    cache.write(l, pos0 + i, &s.k[i * kd], &s.v[i * kd]);
-  }
-  KvView view = cache.view(l);
-  view.n_tokens = pos0 + n;  // this layer already holds the new positions
-  attend(view);
-  be.linear(w.wo, s.att.data(), n, s.proj.data());
-  for (size_t i = 0; i < size_t(n) * e; ++i) s.x[i] += s.proj[i];
-
-  for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], w.ffn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
-  be.linear(w.w_gate, s.xn.data(), n, s.gate.data());
-  be.linear(w.w_up, s.xn.data(), n, s.up.data());
-  for (size_t i = 0; i < size_t(n) * hp.n_ff; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
-  be.linear(w.w_down, s.gate.data(), n, s.proj.data());
-  for (size_t i = 0; i < size_t(n) * e; ++i) s.x[i] += s.proj[i];
+  detail::run_layer(
+      m, be, l, n, s, [&](int64_t i) { return pos0 + i; },
+      [&](int64_t i, const float* k, const float* v) { cache.write(l, pos0 + i, k, v); },
+      [&] {
+        KvView view = cache.view(l);
+        view.n_tokens = pos0 + n;  // this layer already holds the new positions
+        attend(view);
+      });
 }
 
 void output_logits(const Model& m, const Backend& be, Scratch& s, int64_t first, int64_t n, float* logits) {

@@ -2,8 +2,8 @@
 // see the n tokens as one [n][cols] block (weights streamed once per step, which is what bounds
 // decode speed); everything positional (RoPE, the KV write, attention) is per sequence.
 //
-// The per-row arithmetic (rms_norm, apply_rope, silu, residual adds) is the same code and order
-// as forward.cpp's run_layer, and attention results do not depend on the thread count, so with
+// The per-layer arithmetic is the same code as forward.cpp's (detail::run_layer, layer_step.h),
+// and attention results do not depend on the thread count, so with
 // CpuDecodeBatchBackend (matvec per row on cache-resident weight blocks) every row equals
 // forward_decode bit for bit. With CpuBackend (kernels::matmul: matvec per row below 4 rows,
 // f32 GEMM on dequantised weights from 4) rows differ by the GEMM's rounding;
@@ -18,23 +18,14 @@
 #include "common/error.h"
 #include "kernels/kernels.h"
 #include "model/forward.h"
+#include "model/layer_step.h"
 
 namespace mp {
 
 namespace {
 
-float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
-struct BatchScratch {
-  std::vector<float> x, xn, q, k, v, att, proj, gate, up;
-  BatchScratch(const HParams& hp, size_t n) {
-    const size_t e = hp.n_embd, qd = size_t(hp.n_head) * hp.head_dim, kd = size_t(hp.n_kv_head) * hp.head_dim;
-    x.resize(n * e); xn.resize(n * e); proj.resize(n * e);
-    q.resize(n * qd); att.resize(n * qd);
-    k.resize(n * kd); v.resize(n * kd);
-    gate.resize(n * size_t(hp.n_ff)); up.resize(n * size_t(hp.n_ff));
-  }
-};
+using BatchScratch = detail::LayerScratch;
 
 void validate(const Model& m, std::span<KvCache* const> caches, std::span<attn::SequenceAttention* const> policies,
               std::span<const int32_t> tokens, int n_threads) {
@@ -133,34 +124,17 @@ void forward_decode_batch(const Model& m, const Backend& be, std::span<KvCache* 
   validate(m, caches, policies, tokens, n_threads);
   const HParams& hp = m.hp;
   const int64_t n = int64_t(tokens.size());
-  const int e = hp.n_embd, qd = hp.n_head * hp.head_dim, kd = hp.n_kv_head * hp.head_dim;
+  const int e = hp.n_embd, qd = hp.n_head * hp.head_dim;
   std::vector<int64_t> pos(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) pos[i] = caches[i]->n_tokens();
 
   BatchScratch s(hp, static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) m.embed(tokens[i], &s.x[i * e]);
-  for (int l = 0; l < hp.n_layer; ++l) {
-    const LayerWeights& w = m.layers[l];
-    for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], w.attn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
-    be.linear(w.wq, s.xn.data(), n, s.q.data());
-    be.linear(w.wk, s.xn.data(), n, s.k.data());
-    be.linear(w.wv, s.xn.data(), n, s.v.data());
-    for (int64_t i = 0; i < n; ++i) {
-      apply_rope(&s.q[i * qd], hp.n_head, hp.head_dim, pos[i], hp.rope);
-      apply_rope(&s.k[i * kd], hp.n_kv_head, hp.head_dim, pos[i], hp.rope);
-      caches[i]->write(l, pos[i], &s.k[i * kd], &s.v[i * kd]);
-    }
-    attend_all(l, caches, policies, pos, s, qd, n_threads);
-    be.linear(w.wo, s.att.data(), n, s.proj.data());
-    for (size_t j = 0; j < size_t(n) * e; ++j) s.x[j] += s.proj[j];
-
-    for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], w.ffn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
-    be.linear(w.w_gate, s.xn.data(), n, s.gate.data());
-    be.linear(w.w_up, s.xn.data(), n, s.up.data());
-    for (size_t j = 0; j < size_t(n) * hp.n_ff; ++j) s.gate[j] = silu(s.gate[j]) * s.up[j];
-    be.linear(w.w_down, s.gate.data(), n, s.proj.data());
-    for (size_t j = 0; j < size_t(n) * e; ++j) s.x[j] += s.proj[j];
-  }
+  for (int l = 0; l < hp.n_layer; ++l)
+    detail::run_layer(
+        m, be, l, n, s, [&](int64_t i) { return pos[i]; },
+        [&](int64_t i, const float* k, const float* v) { caches[i]->write(l, pos[i], k, v); },
+        [&] { attend_all(l, caches, policies, pos, s, qd, n_threads); });
   for (int64_t i = 0; i < n; ++i) caches[i]->set_n_tokens(pos[i] + 1);
   if (!logits) return;
   for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], m.output_norm.data(), &s.xn[i * e], e, hp.rms_eps);
