@@ -5,6 +5,7 @@
   3. Exact resume: 6 steps in one go == 3 steps, checkpoint, resume, 3 more (bit-identical).
   4. Export: the GGUF written by export_gguf.py parses back (own reader) with the right
      metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
+  5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them.
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
 """
 import json, os, struct, subprocess, sys, tempfile
@@ -122,6 +123,17 @@ with tempfile.TemporaryDirectory() as tmp:
     ne, t, off = byname["output_norm.weight"]
     check(t == 0 and ne == [64], "norms are F32")
     check(len(infos) == 2 + 2 * 9 + 1, "tensor count (embedding, 9 per block, output norm, output)")
+
+    # 5. import: a run started from the GGUF (--init-gguf) holds the checkpoint's weights rounded to f16
+    import gguf_import
+    state, _ = gguf_import.read_state(g)
+    check(set(state) == set(st) and all(torch.equal(state[k], st[k].half().float() if st[k].dim() >= 2 else st[k])
+                                        for k in st), "gguf_import reads back every weight (f16-rounded matrices, exact norms)")
+    run("init", "--init-gguf", g, "--stop-at-step", "1")
+    c = torch.load(os.path.join(tmp, "init", "ckpt.pt"))
+    check(c["step"] == 1 and not torch.equal(c["model"]["blocks.0.attn_q.weight"], state["blocks.0.attn_q.weight"])
+          and torch.allclose(c["model"]["blocks.0.attn_q.weight"], state["blocks.0.attn_q.weight"], atol=1e-2),
+          "--init-gguf starts from the GGUF's weights and trains on")
 
 print("all checks passed" if not failures else f"{len(failures)} check(s) FAILED")
 sys.exit(1 if failures else 0)

@@ -109,6 +109,8 @@ def main():
     ap.add_argument("--eval-n", type=int, default=48)
     ap.add_argument("--stop-at-step", type=int, default=0, help="stop (after a checkpoint) at this step (for tests of resume)")
     ap.add_argument("--allow-curriculum-change", action="store_true")
+    ap.add_argument("--init-gguf", default=None, help="a new run starts from these weights (a GGUF written by "
+                    "export_gguf.py with the curriculum's model shape) with a fresh optimizer")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -147,6 +149,14 @@ def main():
             raise SystemExit("the curriculum's stages up to the checkpoint's step differ from the ones it was "
                              "trained with (see RUN_DIR/curriculum.json); pass --allow-curriculum-change to go on anyway")
         print(f"resumed from {ckpt_path}: step {step}, {tokens} tokens, {elapsed/60:.1f} min", flush=True)
+    elif args.init_gguf:
+        import gguf_import
+        state, meta = gguf_import.read_state(args.init_gguf)
+        missing, unexpected = model.load_state_dict(state, strict=False)
+        if missing or unexpected:
+            raise SystemExit(f"{args.init_gguf} does not match the curriculum model: missing {missing}, unexpected {unexpected}")
+        step, tokens = 0, 0  # tokens counts this run only; the curriculum's "init" says what came before
+        print(f"new run from {args.init_gguf} at step {step}: {model.num_params()} parameters", flush=True)
     else:
         print(f"new run: {model.num_params()} parameters, config {cfg.to_dict()}", flush=True)
 

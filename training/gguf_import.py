@@ -1,0 +1,63 @@
+"""Read the weights of a GGUF written by export_gguf.py back into a training state dict, so a
+run can start from an exported model (e.g. run5's step-1567 weights, kept only as GGUF).
+Reads only what export_gguf.py writes: GGUF v3, F16/F32 tensors, names mapped 1:1."""
+import struct
+import numpy as np
+import torch
+
+_SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
+
+
+def _read_str(b, o):
+    n, = struct.unpack_from("<Q", b, o)
+    return b[o + 8:o + 8 + n].decode("utf-8"), o + 8 + n
+
+
+def _skip_value(b, o, t):
+    if t in _SCALAR:
+        return struct.unpack_from(_SCALAR[t], b, o)[0], o + struct.calcsize(_SCALAR[t])
+    if t == 8:
+        return _read_str(b, o)
+    if t == 9:
+        et, n = struct.unpack_from("<IQ", b, o); o += 12
+        for _ in range(n):
+            _, o = _skip_value(b, o, et)
+        return None, o
+    raise ValueError(f"unknown GGUF value type {t}")
+
+
+def read_state(path):
+    """{training parameter name: float32 tensor}, and the GGUF metadata scalars."""
+    b = open(path, "rb").read()
+    if b[:4] != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file")
+    version, n_t, n_kv = struct.unpack_from("<IQQ", b, 4)
+    o = 24
+    meta = {}
+    for _ in range(n_kv):
+        k, o = _read_str(b, o)
+        t, = struct.unpack_from("<I", b, o); o += 4
+        meta[k], o = _skip_value(b, o, t)
+    infos = []
+    for _ in range(n_t):
+        name, o = _read_str(b, o)
+        nd, = struct.unpack_from("<I", b, o); o += 4
+        ne = struct.unpack_from(f"<{nd}Q", b, o); o += 8 * nd
+        t, off = struct.unpack_from("<IQ", b, o); o += 12
+        infos.append((name, ne, t, off))
+    align = meta.get("general.alignment", 32)
+    base = (o + align - 1) // align * align
+    state = {}
+    for name, ne, t, off in infos:
+        if t not in (0, 1):
+            raise ValueError(f"{name}: tensor type {t} (only F32/F16 are read)")
+        dt = "<f4" if t == 0 else "<f2"
+        n = int(np.prod(ne))
+        a = np.frombuffer(b, dtype=dt, count=n, offset=base + off).astype(np.float32)
+        a = a.reshape(tuple(reversed(ne)))
+        key = name
+        if name.startswith("blk."):
+            _, i, rest = name.split(".", 2)
+            key = f"blocks.{i}.{rest}"
+        state[key] = torch.from_numpy(a.copy())
+    return state, meta
