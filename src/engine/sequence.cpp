@@ -69,14 +69,24 @@ void check_memory_fits(const MemoryEstimate& est, size_t available, const std::s
               std::to_string(available >> 20) + " MiB of memory is available; lower -c");
 }
 
+static MemoryReservation reserve_memory(const Model& m, const SequenceOptions& opt) {
+  const MemoryEstimate e = estimate_memory(m, opt);
+  if (opt.memory_budget) return MemoryReservation(opt.memory_budget, e, opt.attention.name);
+  check_memory_fits(e, available_memory_bytes(), opt.attention.name);
+  return {};
+}
+
+static SequenceOptions with_policy(SequenceOptions opt, const attn::Config& cfg) {
+  opt.attention = cfg;
+  return opt;
+}
+
 Sequence::Sequence(const Model& model, const SequenceOptions& opt_in)
     : model_(model),
       opt_(resolve(model, opt_in)),
+      reservation_(reserve_memory(model, opt_)),
       backend_(opt_.n_threads),
-      cache_([&] {
-        check_memory_fits(estimate_memory(model, opt_), available_memory_bytes(), opt_.attention.name);
-        return kv_shape(model, opt_);
-      }()),
+      cache_(kv_shape(model, opt_)),
       policy_(attn::make_sequence_attention(opt_.attention, head_shape(model.hp))),
       logits_(model.hp.n_vocab, 0.0f),
       n_vocab_(model.hp.n_vocab) {}
@@ -84,6 +94,7 @@ Sequence::Sequence(const Model& model, const SequenceOptions& opt_in)
 Sequence::Sequence(const Sequence& o, int)
     : model_(o.model_),
       opt_(o.opt_),
+      reservation_(reserve_memory(o.model_, o.opt_)),
       backend_(o.opt_.n_threads),
       cache_(o.cache_),
       policy_(o.policy_->clone()),
@@ -96,15 +107,14 @@ std::unique_ptr<Sequence> Sequence::fork() const { return std::unique_ptr<Sequen
 
 Sequence::Sequence(const Sequence& o, std::unique_ptr<attn::SequenceAttention> policy, const attn::Config& cfg)
     : model_(o.model_),
-      opt_(o.opt_),
+      opt_(with_policy(o.opt_, cfg)),
+      reservation_(reserve_memory(o.model_, opt_)),
       backend_(o.opt_.n_threads),
       cache_(o.cache_),
       policy_(std::move(policy)),
       logits_(o.logits_),
       tokens_(o.tokens_),
-      n_vocab_(o.n_vocab_) {
-  opt_.attention = cfg;
-}
+      n_vocab_(o.n_vocab_) {}
 
 std::unique_ptr<Sequence> Sequence::fork(const attn::Config& policy) const {
   check(!prompt_finished_, "fork with another policy needs a sequence whose prompt is not finished yet");

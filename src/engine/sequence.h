@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "attention/policy.h"
+#include "engine/memory_budget.h"
 #include "kv/kv_cache.h"
 #include "model/backend.h"
 #include "model/model.h"
@@ -22,12 +23,17 @@ struct SequenceOptions {
   int n_threads = 2;
   int prefill_chunk = 512;
   attn::Config attention;       // decode-time policy
+  // Shared by the sequences of one run (batch, forks): each reserves its KV and policy
+  // structures from it when made or forked and returns them when destroyed. Null: each
+  // sequence is checked alone against the memory available when it is made.
+  std::shared_ptr<MemoryBudget> memory_budget;
 };
 
 class Sequence {
  public:
   // Validates options (context range, thread count, policy parameters) and checks that the
-  // KV cache fits in available memory; throws mp::Error with the numbers otherwise.
+  // KV cache and policy structures fit in the memory budget (or, without one, in the memory
+  // available); throws mp::Error with the numbers otherwise. Forks are checked the same way.
   Sequence(const Model& model, const SequenceOptions& opt);
   Sequence(const Sequence&) = delete;
   Sequence& operator=(const Sequence&) = delete;
@@ -95,6 +101,7 @@ class Sequence {
   Sequence(const Sequence& other, std::unique_ptr<attn::SequenceAttention> policy, const attn::Config& cfg);
   const Model& model_;
   SequenceOptions opt_;
+  MemoryReservation reservation_;  // before cache_: nothing is allocated for a context that does not fit
   CpuBackend backend_;
   KvCache cache_;
   std::unique_ptr<attn::SequenceAttention> policy_;

@@ -134,6 +134,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
   check(out.good(), "cannot write " + jsonl);
   if (progress) progress(0, total);
 
+  const auto budget = std::make_shared<MemoryBudget>();
   for (const std::string& task : opt.tasks) {
     const TaskSpec& spec = task_spec(task);
     for (int64_t L : opt.lengths) {
@@ -147,6 +148,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
         so.n_ctx = L;
         so.kv_type = opt.kv_type;
         so.n_threads = opt.n_threads;
+        so.memory_budget = budget;  // the prefilled prompt and every policy's fork
         Sequence base(model, so);
         base.prefill(s.prompt_tokens);
         ++st.prefills;

@@ -205,12 +205,14 @@ int cmd_bench(int argc, char** argv) {
   const int64_t max_extra = std::max(*std::max_element(o.n_prompt.begin(), o.n_prompt.end()),
                                      *std::max_element(o.n_gen.begin(), o.n_gen.end()));
   std::vector<Row> rows;
+  const auto budget = std::make_shared<MemoryBudget>();
   for (int threads : o.threads)
     for (int64_t depth : o.depth) {
       SequenceOptions so;
       so.n_ctx = depth + max_extra + 1;
       so.kv_type = mo.kv_type;
       so.n_threads = threads;
+      so.memory_budget = budget;  // the base, its forks and the batch's sequences share one budget
       const std::vector<int32_t> tokens = token_source(*model, o, depth + max_extra);
       // One filled base per depth, shared by every policy: policies differ only in decoding.
       Sequence base(*model, so);

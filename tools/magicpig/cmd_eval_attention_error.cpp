@@ -87,6 +87,7 @@ int cmd_eval_attention_error(int argc, char** argv) {
   so.n_ctx = n_prompt + steps;
   so.kv_type = mo.kv_type;
   so.n_threads = resolved_threads(mo);
+  so.memory_budget = std::make_shared<MemoryBudget>();
   const auto t0 = std::chrono::steady_clock::now();
   const std::span<const int32_t> all(ids);
   const eval::AttentionErrorRun run = eval::run_attention_error(

@@ -52,6 +52,7 @@ int cmd_eval_perplexity(int argc, char** argv) {
   so.n_ctx = T;
   so.kv_type = mo.kv_type;
   so.n_threads = resolved_threads(mo);
+  so.memory_budget = std::make_shared<MemoryBudget>();  // the exact prefix and every policy's fork
   const auto t0 = std::chrono::steady_clock::now();
   const eval::PerplexityRun run = eval::run_perplexity(*model, so, ids, n_eval, specs, [&](int64_t done, int64_t total) {
     progress_bar("decode", done, total, std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -119,6 +119,7 @@ int cmd_run(int argc, char** argv) {
   so.kv_type = mo.kv_type;
   so.n_threads = resolved_threads(mo);
   so.attention = ac;
+  so.memory_budget = std::make_shared<MemoryBudget>();
   std::unique_ptr<Sequence> seq = std::make_unique<Sequence>(*model, so);
   check(int64_t(ids.size()) < seq->n_ctx(), "prompt is too long: " + std::to_string(ids.size()) +
                                                " tokens do not fit the context of " + std::to_string(seq->n_ctx()) +
