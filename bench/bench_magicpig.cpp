@@ -1,5 +1,6 @@
 // MagicPIG vs dense decode attention for one Llama-3.1-8B-shaped layer (32 query heads, 8 KV
-// heads, head_dim 128, bf16 K/V), 2 threads, contexts 4k..128k; plus hash-table build time.
+// heads, head_dim 128, bf16 K/V), 2 threads, contexts 4k..128k; plus hash-table build time
+// and the machine's read bandwidth with the same thread count (BM_ReadBandwidth).
 //
 // Synthetic keys with the structure of real ones: per KV head a shared mean offset
 // (N(0, 2^2) per dimension) + N(0, 1) noise, and 32 keys per head that point along the
@@ -107,6 +108,27 @@ Config pig_config(int k, int l) {
   return c;
 }
 
+// Sequential read bandwidth with kThreads threads (the dense roofline), so dense's fraction of it
+// comes from one program run: dense GB/s = MB_read / time, compare with this row's bytes/s.
+// 256 MiB (larger than any cache; the 64k context's K+V is 268 MB), integer sum so the adds
+// never limit the rate; same loop as bench_kernels' BM_ReadBandwidth.
+void BM_ReadBandwidth(benchmark::State& state) {
+  static const std::vector<uint64_t> buf = [] {
+    std::vector<uint64_t> b((size_t{1} << 28) / 8);
+    for (size_t i = 0; i < b.size(); ++i) b[i] = i;
+    return b;
+  }();
+  const int64_t n = static_cast<int64_t>(buf.size());
+  for (auto _ : state) {
+    uint64_t s = 0;
+#pragma omp parallel for num_threads(kThreads) reduction(+ : s) schedule(static)
+    for (int64_t i = 0; i < n; ++i) s += buf[i];
+    benchmark::DoNotOptimize(s);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 8);
+  state.counters["MB_read"] = n * 8 / 1e6;
+}
+
 void BM_Dense(benchmark::State& state) {
   const int64_t n = state.range(0);
   const Context& c = context(n);
@@ -167,6 +189,7 @@ void pig_args(benchmark::internal::Benchmark* b) {
       b->Args({n, kl.first, kl.second});
 }
 
+BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 // Grouped by context so each 512 MiB context is generated once.
 BENCHMARK(BM_Dense)->Apply(dense_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPig)->Apply(pig_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();

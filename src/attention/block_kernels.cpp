@@ -68,22 +68,22 @@ float max_of(const float* x, int n) {
 }
 
 void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
-            float* s, int64_t lds, Isa isa) {
+            float* s, int64_t lds, Isa isa, const uint16_t* pf) {
   const bool bf = kv_type == DType::BF16;
   switch (clamp(isa, d)) {
-    case Isa::Avx512: return detail::scores_avx512(bf, q, rows, d, k, n, scale, s, lds);
-    case Isa::Avx2: return detail::scores_avx2(bf, q, rows, d, k, n, scale, s, lds);
+    case Isa::Avx512: return detail::scores_avx512(bf, q, rows, d, k, n, scale, s, lds, pf);
+    case Isa::Avx2: return detail::scores_avx2(bf, q, rows, d, k, n, scale, s, lds, pf);
     case Isa::Scalar: break;
   }
   scores_ref(kv_type, q, rows, d, k, n, scale, s, lds);
 }
 
 void accumulate(DType kv_type, const float* p, int rows, int64_t ldp, const uint16_t* v, int n, int d,
-                float* acc, Isa isa) {
+                float* acc, Isa isa, const uint16_t* pf) {
   const bool bf = kv_type == DType::BF16;
   switch (clamp(isa, d)) {
-    case Isa::Avx512: return detail::accumulate_avx512(bf, p, rows, ldp, v, n, d, acc);
-    case Isa::Avx2: return detail::accumulate_avx2(bf, p, rows, ldp, v, n, d, acc);
+    case Isa::Avx512: return detail::accumulate_avx512(bf, p, rows, ldp, v, n, d, acc, pf);
+    case Isa::Avx2: return detail::accumulate_avx2(bf, p, rows, ldp, v, n, d, acc, pf);
     case Isa::Scalar: break;
   }
   accumulate_ref(kv_type, p, rows, ldp, v, n, d, acc);

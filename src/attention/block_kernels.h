@@ -14,14 +14,18 @@ namespace mp::attn::blk {
 
 // s[r * lds + j] = scale * dot(q[r * d .. +d], k[j * d .. +d]) for r < rows, j < n.
 // q: [rows][d] f32; k: n consecutive cache rows of d elements (kv_type BF16 or F16).
+// pf (nullable): rows [pf, pf + n * d) are prefetched while k's rows are used, a few lines per
+// tile of arithmetic, so that streaming the cache overlaps with the FMAs instead of stalling
+// the core in one burst of prefetches per block (the SIMD paths only; pure hint).
 void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
-            float* s, int64_t lds, Isa isa);
+            float* s, int64_t lds, Isa isa, const uint16_t* pf = nullptr);
 void scores_ref(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
                 float* s, int64_t lds);
 
 // acc[r * d + i] += sum_j p[r * ldp + j] * v[j * d + i] for r < rows, j < n, i < d.
+// pf: as for scores, for the value rows.
 void accumulate(DType kv_type, const float* p, int rows, int64_t ldp, const uint16_t* v, int n, int d,
-                float* acc, Isa isa);
+                float* acc, Isa isa, const uint16_t* pf = nullptr);
 void accumulate_ref(DType kv_type, const float* p, int rows, int64_t ldp, const uint16_t* v, int n,
                     int d, float* acc);
 
@@ -37,9 +41,9 @@ float max_of(const float* x, int n);  // -inf for n == 0; NaN-agnostic
 namespace detail {
 #define MP_BLOCK_KERNELS(SUFFIX)                                                                   \
   void scores_##SUFFIX(bool bf16, const float* q, int rows, int d, const uint16_t* k, int n,         \
-                       float scale, float* s, int64_t lds);                                        \
+                       float scale, float* s, int64_t lds, const uint16_t* pf);                    \
   void accumulate_##SUFFIX(bool bf16, const float* p, int rows, int64_t ldp, const uint16_t* v,     \
-                           int n, int d, float* acc);                                              \
+                           int n, int d, float* acc, const uint16_t* pf);                          \
   float exp_shift_sum_##SUFFIX(float* x, int n, float m);
 MP_BLOCK_KERNELS(avx2)
 MP_BLOCK_KERNELS(avx512)

@@ -5,6 +5,7 @@
 #include <immintrin.h>
 
 #include "attention/block_kernels.h"
+#include "attention/prefetch.h"
 
 namespace mp::attn::blk::detail {
 
@@ -81,15 +82,15 @@ struct T {
 }  // namespace
 
 void scores_avx512(bool bf16, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
-                   float* s, int64_t lds) {
-  if (bf16) scores_impl<true>(q, rows, d, k, n, scale, s, lds);
-  else scores_impl<false>(q, rows, d, k, n, scale, s, lds);
+                   float* s, int64_t lds, const uint16_t* pf) {
+  if (bf16) scores_impl<true>(q, rows, d, k, n, scale, s, lds, pf);
+  else scores_impl<false>(q, rows, d, k, n, scale, s, lds, pf);
 }
 
 void accumulate_avx512(bool bf16, const float* p, int rows, int64_t ldp, const uint16_t* v, int n, int d,
-                       float* acc) {
-  if (bf16) accumulate_impl<true>(p, rows, ldp, v, n, d, acc);
-  else accumulate_impl<false>(p, rows, ldp, v, n, d, acc);
+                       float* acc, const uint16_t* pf) {
+  if (bf16) accumulate_impl<true>(p, rows, ldp, v, n, d, acc, pf);
+  else accumulate_impl<false>(p, rows, ldp, v, n, d, acc, pf);
 }
 
 float exp_shift_sum_avx512(float* x, int n, float m) { return exp_shift_sum_impl(x, n, m); }

@@ -15,8 +15,10 @@ namespace mp::attn {
 namespace {
 
 // Decode splits each KV head's positions into chunks of this many keys, merged afterwards.
-// Fixed (not derived from the thread count) so results do not depend on n_threads.
-constexpr int64_t kDecodeChunk = 1024;
+// Fixed (not derived from the thread count) so results do not depend on n_threads. 4096 (1 MiB
+// of K+V): each chunk start is a stream the prefetches have not reached yet, so fewer starts
+// help; 64k still gives 128 work items for the dynamic schedule.
+constexpr int64_t kDecodeChunk = 4096;
 // Prefill query rows per work item (query positions x heads of one GQA group).
 constexpr int kPrefillRows = 64;
 

@@ -61,6 +61,32 @@ TEST(DenseKernels, ScoresAndAccumulateMatchReference) {
           }
 }
 
+// The prefetch pointer is a pure hint: the same bits with and without it, for every tile shape
+// (rows beyond 4 make a second pass, n not a multiple of the tile, d with unpaired chunks).
+TEST(DenseKernels, PrefetchPointerDoesNotChangeResults) {
+  std::mt19937_64 rng(11);
+  std::vector<Isa> isas = simd_isas();
+  isas.push_back(Isa::Scalar);
+  for (Isa isa : isas)
+    for (DType t : {DType::BF16, DType::F16})
+      for (int d : {16, 48, 72, 128})
+        for (int rows : {1, 4, 5})
+          for (int n : {3, 17, 64}) {
+            const auto q = random_f32(static_cast<size_t>(rows) * d, rng);
+            const auto k = random_kv(t, static_cast<size_t>(n) * d, rng);
+            const auto other = random_kv(t, static_cast<size_t>(n) * d, rng);  // the "next" rows
+            std::vector<float> s0(rows * n), s1(rows * n);
+            scores(t, q.data(), rows, d, k.data(), n, 0.3f, s0.data(), n, isa);
+            scores(t, q.data(), rows, d, k.data(), n, 0.3f, s1.data(), n, isa, other.data());
+            EXPECT_EQ(s0, s1) << "isa " << isa_name(isa) << " d " << d << " rows " << rows << " n " << n;
+            auto a0 = random_f32(static_cast<size_t>(rows) * d, rng);
+            auto a1 = a0;
+            accumulate(t, s0.data(), rows, n, k.data(), n, d, a0.data(), isa);
+            accumulate(t, s0.data(), rows, n, k.data(), n, d, a1.data(), isa, other.data());
+            EXPECT_EQ(a0, a1) << "isa " << isa_name(isa) << " d " << d << " rows " << rows << " n " << n;
+          }
+}
+
 TEST(DenseKernels, ExpShiftSumMatchesStdExp) {
   if (simd_isas().empty()) GTEST_SKIP() << "no SIMD ISA on this CPU";
   const float inf = std::numeric_limits<float>::infinity();
