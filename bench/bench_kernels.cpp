@@ -126,6 +126,32 @@ void matvec_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_Matvec)->Apply(matvec_args)->ArgNames({"type", "isa", "threads"})->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// ---- (b') matvec kernel throughput with the weights in L2 (256 x 4096), one thread, CPU time: the compute cost per
+// weight byte without DRAM in the way, steadier than (b) on a shared machine. The decode
+// kernels must run well above the read bandwidth here to reach it in (b).
+void BM_MatvecHot(benchmark::State& state) {
+  const DType t = kTypes[state.range(0)];
+  const auto isa = static_cast<mp::Isa>(state.range(1));
+  if (isa > mp::best_isa()) return state.SkipWithError("ISA not available on this CPU");
+  const int64_t rows = state.range(2), cols = 4096;  // rows 0: the cost of quantising x alone
+  const auto w = random_weights(t, rows, cols);
+  const auto x = random_floats(cols);
+  std::vector<float> y(rows);
+  for (auto _ : state) {
+    mp::kernels::matvec(t, w.data(), rows, cols, x.data(), y.data(), 1, isa);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(mp::dtype_name(t)) + " " + std::string(mp::isa_name(isa)));
+  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(w.size()),
+                                                 benchmark::Counter::kIsIterationInvariantRate);
+}
+void matvec_hot_args(benchmark::internal::Benchmark* b) {
+  for (int t = 0; t < 7; ++t)
+    for (mp::Isa isa : {mp::Isa::Avx512, mp::Isa::Avx2, mp::Isa::Scalar})
+      for (int rows : {256, 0}) b->Args({t, static_cast<int>(isa), rows});
+}
+BENCHMARK(BM_MatvecHot)->Apply(matvec_hot_args)->ArgNames({"type", "isa", "rows"})->Unit(benchmark::kMicrosecond);
+
 // ---- (c) matmul 4096 x 4096 for n tokens, vs cblas_sgemm ----
 constexpr int kCblasRowMajor = 101, kCblasNoTrans = 111, kCblasTrans = 112;
 using SgemmFn = void (*)(int, int, int, int, int, int, float, const float*, int, const float*, int, float, float*, int);

@@ -46,15 +46,35 @@ void quantize_act_q8k(const float* x, ActQ8K* out, int64_t n) {
       for (int l = 0; l < 16; ++l) s += out[i].qs[16 * g + l];
       out[i].bsums[g] = static_cast<int16_t>(s);
     }
+    for (int j = 0; j < kQK_K / 32; ++j)
+      out[i].bsums32[j] = static_cast<int16_t>(out[i].bsums[2 * j] + out[i].bsums[2 * j + 1]);
   }
 }
 
-PreparedX prepare_x(DType t, const float* x, int64_t n) {
+void group_act_q8(const ActQ8* x, ActQ8Quad* out, int64_t nb) {
+  for (int64_t g = 0; g < (nb + 3) / 4; ++g) {
+    ActQ8Quad& o = out[g];
+    std::memset(&o, 0, sizeof(o));
+    for (int k = 0; k < 4 && 4 * g + k < nb; ++k) {
+      const ActQ8& blk = x[4 * g + k];
+      std::memcpy(o.lo + 16 * k, blk.qs, 16);
+      std::memcpy(o.hi + 16 * k, blk.qs + 16, 16);
+      o.off[4 * k] = -8 * blk.sum;
+      for (int l = 0; l < 4; ++l) o.d[4 * k + l] = blk.d;
+    }
+  }
+}
+
+PreparedX prepare_x(DType t, const float* x, int64_t n, Isa isa) {
   PreparedX p;
   switch (t) {
     case DType::Q4_0: case DType::Q8_0:
       p.q8.resize(n / kQK);
       quantize_act_q8(x, p.q8.data(), n);
+      if (t == DType::Q4_0 && isa >= Isa::Avx2) {
+        p.q8quad.resize((p.q8.size() + 3) / 4);
+        group_act_q8(p.q8.data(), p.q8quad.data(), static_cast<int64_t>(p.q8.size()));
+      }
       break;
     case DType::Q4_K: case DType::Q6_K:
       p.q8k.resize(n / kQK_K);

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "common/cpu.h"
 #include "common/dtype.h"
 #include "kernels/quant_blocks.h"
 
@@ -22,19 +23,34 @@ struct ActQ8 {
 struct ActQ8K {
   float d;
   int16_t bsums[kQK_K / 16];
+  int16_t bsums32[kQK_K / 32];  // per-32 sums (Q4_K's mins act per 32-element sub-block)
   int8_t qs[kQK_K];
+};
+
+// For Q4_0 weights on AVX2 / AVX-512: blocks 4p .. 4p+3 with the first 16 values of each block in
+// lo and the last 16 in hi, so that 128-bit lane k of a vector is block 4p+k throughout
+// (low nibbles meet lo, high nibbles hi), plus the per-int32-lane constants the kernel would
+// otherwise build per block. A partial last group is zero-filled (the kernel never reads it).
+struct ActQ8Quad {
+  int8_t lo[4 * kQK / 2];
+  int8_t hi[4 * kQK / 2];
+  int32_t off[16];  // -8 * sum(qs of block k) in lane 4k, else 0: Q4_0's -8 offset
+  float d[16];      // block k's d in lanes 4k .. 4k+3
 };
 
 // d = amax / 127, q = round-half-even(x / d); n must be a multiple of the block size.
 void quantize_act_q8(const float* x, ActQ8* out, int64_t n);
 void quantize_act_q8k(const float* x, ActQ8K* out, int64_t n);
+// The same blocks regrouped in fours (nb = number of ActQ8 blocks; (nb + 3) / 4 outputs).
+void group_act_q8(const ActQ8* x, ActQ8Quad* out, int64_t nb);
 
 // x in the form the weight type's dot kernel wants: f32 for float weights, else 8-bit blocks.
 struct PreparedX {
   const float* f32 = nullptr;
   std::vector<ActQ8> q8;
   std::vector<ActQ8K> q8k;
+  std::vector<ActQ8Quad> q8quad;  // filled for Q4_0 when a SIMD kernel will run
 };
-PreparedX prepare_x(DType t, const float* x, int64_t n);
+PreparedX prepare_x(DType t, const float* x, int64_t n, Isa isa);
 
 }  // namespace mp::kernels::detail
