@@ -3,6 +3,7 @@
 held-out needle keys), deterministically. Run from anywhere: python3 examples/make_examples.py
 
   needle_4k.txt    ~4k tokens of text with one needle at 40% depth, question at the end
+  needle_512.txt   the same at ~500 tokens (the length the shipped model retrieves at today)
   multikey_4k.txt  ~4k tokens with four needles (one asked, three distractors)
   story.txt        the opening of a held-out chapter, to be continued
 The templates are the ones the shipped model was trained on (training/data.py) and that
@@ -16,6 +17,7 @@ NEEDLE = "One of the special magic numbers for {key} is: {value}."
 QUESTION = ("What is the special magic number for {key} mentioned in the provided text? "
             "The special magic number for {key} mentioned in the provided text is:")
 CHARS_4K = 15000  # ~3.7 characters per token for this vocabulary: ~4k tokens with the question
+CHARS_512 = 1650
 
 
 def sentences(text):
@@ -52,7 +54,10 @@ def main():
     open(os.path.join(HERE, "multikey_4k.txt"), "w").write(text + "\n" + QUESTION.format(key=keys[3]))
     sents = sentences(open(os.path.join(DATA, "haystack.txt"), encoding="utf-8").read())
     open(os.path.join(HERE, "story.txt"), "w").write(" ".join(sents[:12]))
-    print("answers: needle_4k", keys[0], vals[0], "| multikey_4k", keys[3], vals[3])
+    val512 = str(rng.randrange(1_000_000, 10_000_000))  # drawn after the others: their answers stay
+    text = haystack_with([NEEDLE.format(key=keys[5], value=val512)], [0.3], CHARS_512)
+    open(os.path.join(HERE, "needle_512.txt"), "w").write(text + "\n" + QUESTION.format(key=keys[5]))
+    print("answers: needle_4k", keys[0], vals[0], "| multikey_4k", keys[3], vals[3], "| needle_512", keys[5], val512)
 
 
 if __name__ == "__main__":

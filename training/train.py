@@ -200,7 +200,12 @@ def main():
         for g in opt.param_groups:
             g["lr"] = lr
         t0 = time.time()
-        x, m = train_maker.batch(seed, step, st["batch"], st["seq_len"], st["mix"], 0.0)
+        L, B = st["seq_len"], st["batch"]
+        if st.get("seq_len_min"):  # a length per step (a function of seed and step: resume stays exact),
+            # the same tokens per step; one fixed length teaches the answer's position, not the search
+            L = int(np.random.default_rng([seed, step, 7]).integers(st["seq_len_min"], st["seq_len"] + 1))
+            B = max(1, st["batch"] * st["seq_len"] // L)
+        x, m = train_maker.batch(seed, step, B, L, st["mix"], 0.0)
         x = torch.from_numpy(x); m = torch.from_numpy(m)[:, 1:]
         logits = model(x[:, :-1])
         loss, a_loss, t_loss, a_acc = weighted_loss(logits, x[:, 1:], m, st.get("answer_weight", 1.0), st.get("text_weight", 0.0))
