@@ -105,11 +105,12 @@ float dot_q4_k_avx2(const BlockQ4_K* w, const ActQ8K* x, int64_t nb) {
   __m256 acc = _mm256_setzero_ps();
   __m128 acc_m = _mm_setzero_ps();
   for (int64_t i = 0; i < nb; ++i) {
-    uint32_t u[3];
-    std::memcpy(u, w[i].scales, 12);
-    const uint32_t low6 = 0x3f3f3f3f, l4 = 0x0f0f0f0f, low2 = 0x03030303;
-    const uint64_t sc = (u[0] & low6) | static_cast<uint64_t>((u[2] & l4) | (((u[0] >> 6) & low2) << 4)) << 32;
-    const uint64_t m = (u[1] & low6) | static_cast<uint64_t>(((u[2] >> 4) & l4) | (((u[1] >> 6) & low2) << 4)) << 32;
+    // The 6-bit scales and mins of the 8 sub-blocks as 8 bytes each.
+    uint8_t sc8[8], m8[8];
+    scales_mins_q4_k(w[i].scales, sc8, m8);
+    uint64_t sc, m;
+    std::memcpy(&sc, sc8, 8);
+    std::memcpy(&m, m8, 8);
     const __m256i sc_bytes = _mm256_set1_epi64x(static_cast<int64_t>(sc));
     __m256i sumi = _mm256_setzero_si256();
     for (int j = 0; j < 4; ++j) {
