@@ -14,22 +14,13 @@
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "testutil/model_fixture.h"
 #include "testutil/testutil.h"
 
 namespace mp {
 namespace {
 
-struct BatchFixture : ::testing::Test {
-  test::TempDir dir;
-  std::unique_ptr<Model> model;
-  void SetUp() override {
-    RandomModelSpec s;
-    s.n_layer = 4;
-    s.n_ctx = 512;
-    s.weight_scale = 2.0f;
-    write_random_model(s, dir.file("m.gguf"));
-    model = Model::load(dir.file("m.gguf"));
-  }
+struct BatchFixture : test::RandomModelFixture {
   std::unique_ptr<Sequence> make(const std::string& policy, int prompt_len, int64_t ctx = 256,
                                  DType kv = DType::BF16) {
     SequenceOptions o;

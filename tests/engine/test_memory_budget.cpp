@@ -6,6 +6,7 @@
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "testutil/model_fixture.h"
 #include "testutil/testutil.h"
 
 namespace mp {
@@ -52,15 +53,12 @@ TEST(MemoryBudget, DefaultLimitIsTheAvailableMemory) {
   EXPECT_GT(b.limit(), 0u);
 }
 
-struct SequenceBudget : ::testing::Test {
-  test::TempDir dir;
-  std::unique_ptr<Model> model;
-  void SetUp() override {
+struct SequenceBudget : test::RandomModelFixture {
+  RandomModelSpec spec() const override {
     RandomModelSpec s;
     s.n_layer = 4;  // magicpig keeps layers 0 and 2 dense: tables for 1 and 3
     s.n_ctx = 512;
-    write_random_model(s, dir.file("m.gguf"));
-    model = Model::load(dir.file("m.gguf"));
+    return s;
   }
   SequenceOptions opts(const std::string& policy = "dense") {
     SequenceOptions o;

@@ -13,6 +13,7 @@
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "testutil/model_fixture.h"
 #include "testutil/testutil.h"
 
 namespace mp {
@@ -35,17 +36,7 @@ void write_all(const std::string& p, const std::vector<char>& d) {
   std::ofstream(p, std::ios::binary).write(d.data(), std::streamsize(d.size()));
 }
 
-struct PromptCache : ::testing::Test {
-  test::TempDir dir;
-  std::unique_ptr<Model> model;
-  void SetUp() override {
-    RandomModelSpec s;
-    s.n_layer = 4;
-    s.n_ctx = 512;
-    s.weight_scale = 2.0f;
-    write_random_model(s, dir.file("m.gguf"));
-    model = Model::load(dir.file("m.gguf"));
-  }
+struct PromptCache : test::RandomModelFixture {
   SequenceOptions opts(int64_t ctx = 256, const std::string& policy = "dense") {
     SequenceOptions o;
     o.n_ctx = ctx;

@@ -8,23 +8,21 @@
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "testutil/model_fixture.h"
 #include "testutil/testutil.h"
 
 namespace mp {
 namespace {
 
-struct Memory : ::testing::Test {
-  test::TempDir dir;
-  std::unique_ptr<Model> model;
-  void SetUp() override {
+struct Memory : test::RandomModelFixture {
+  RandomModelSpec spec() const override {
     RandomModelSpec s;  // 2 layers, 1 KV head of 16 dims: 128 bytes of KV per token
     s.n_embd = 32;
     s.n_head = 2;
     s.n_kv_head = 1;
     s.n_layer = 2;
     s.n_ctx = 1024;
-    write_random_model(s, dir.file("m.gguf"));
-    model = Model::load(dir.file("m.gguf"));
+    return s;
   }
   SequenceOptions magicpig(int64_t ctx, int k, int l) {
     SequenceOptions o;

@@ -6,22 +6,13 @@
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "model/random_model.h"
+#include "testutil/model_fixture.h"
 #include "testutil/testutil.h"
 
 namespace mp {
 namespace {
 
-struct Fixture : ::testing::Test {
-  test::TempDir dir;
-  std::unique_ptr<Model> model;
-  void SetUp() override {
-    RandomModelSpec s;
-    s.n_layer = 4;
-    s.n_ctx = 512;
-    s.weight_scale = 2.0f;
-    write_random_model(s, dir.file("m.gguf"));
-    model = Model::load(dir.file("m.gguf"));
-  }
+struct Fixture : test::RandomModelFixture {
   SequenceOptions opts(int64_t ctx = 128) {
     SequenceOptions o;
     o.n_ctx = ctx;

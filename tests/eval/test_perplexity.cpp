@@ -7,21 +7,19 @@
 #include "engine/sequence.h"
 #include "eval/perplexity.h"
 #include "model/random_model.h"
+#include "testutil/model_fixture.h"
 #include "testutil/testutil.h"
 
 namespace mp::eval {
 namespace {
 
-struct PplModel : ::testing::Test {
-  test::TempDir dir;
-  std::unique_ptr<Model> model;
-  void SetUp() override {
+struct PplModel : test::RandomModelFixture {
+  RandomModelSpec spec() const override {
     RandomModelSpec s;
     s.n_layer = 3;
     s.n_ctx = 512;
     s.weight_scale = 2.0f;
-    write_random_model(s, dir.file("m.gguf"));
-    model = Model::load(dir.file("m.gguf"));
+    return s;
   }
   SequenceOptions opts(int64_t ctx = 256) {
     SequenceOptions o;
