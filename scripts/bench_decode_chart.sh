@@ -5,13 +5,16 @@
 #
 #   scripts/bench_decode_chart.sh -m MODEL.gguf [-d 0,4096,16384,65536] [-t 2] [-n 32] [-r 3]
 #                                 [--attn dense,magicpig] [--fill random|prefill] [--out DIR]
+#                                 [--dense-layers LIST]
 #
 # Depth is filled by magicpig with --fill (default random: synthetic K/V, see docs/engine.md;
 # dense speed does not depend on the values, magicpig's does, so results.md says which fill);
 # llama-bench always runs a real prefill of the depth first (slow at large depth).
+# --dense-layers is passed to magicpig bench (e.g. 0 for a 2-layer file, whose default dense
+# layers {0, n/2} would be every layer and make the magicpig line equal dense's).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model="" depths="0,4096,16384" threads="2" ngen=32 reps=3 attn="dense,magicpig" fill=random out=bench-out
+model="" depths="0,4096,16384" threads="2" ngen=32 reps=3 attn="dense,magicpig" fill=random out=bench-out dense_layers=""
 while [ $# -gt 0 ]; do
   case "$1" in
     -m) model="$2"; shift 2 ;;
@@ -22,7 +25,8 @@ while [ $# -gt 0 ]; do
     --attn) attn="$2"; shift 2 ;;
     --fill) fill="$2"; shift 2 ;;
     --out) out="$2"; shift 2 ;;
-    -h|--help) sed -n 2,12p "$0"; exit 0 ;;
+    --dense-layers) dense_layers="$2"; shift 2 ;;
+    -h|--help) sed -n 2,15p "$0"; exit 0 ;;
     *) echo "error: unknown argument '$1' (see --help)" >&2; exit 1 ;;
   esac
 done
@@ -35,7 +39,7 @@ mkdir -p "$out"
 
 echo "== magicpig bench ($attn, depth fill $fill)" >&2
 "$bin" bench -m "$model" -p 0 -n "$ngen" -d "$depths" -r "$reps" -t "$threads" --attn "$attn" \
-  --depth-fill "$fill" -o json > "$out/magicpig.json"
+  --depth-fill "$fill" ${dense_layers:+--dense-layers "$dense_layers"} -o json > "$out/magicpig.json"
 
 if [ -x "$peer/llama-bench" ]; then
   echo "== llama-bench" >&2
