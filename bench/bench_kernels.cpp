@@ -11,64 +11,109 @@
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <random>
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "read_bandwidth.h"
 
 namespace {
 
 using mp::DType;
 
-// ---- (a) read bandwidth ----
-constexpr size_t kBwBytes = size_t{1} << 30;
-
-const std::vector<uint64_t>& bw_buffer() {
-  static const std::vector<uint64_t> buf = [] {
-    std::vector<uint64_t> b(kBwBytes / 8);
-    for (size_t i = 0; i < b.size(); ++i) b[i] = i;
-    return b;
-  }();
-  return buf;
-}
-
-uint64_t read_all(const std::vector<uint64_t>& b, int threads) {
-  uint64_t s = 0;
-  const int64_t n = static_cast<int64_t>(b.size());
-  // Integer sum: vectorises without -ffast-math, so the adds never limit the read rate.
-#pragma omp parallel for num_threads(threads) reduction(+ : s) schedule(static)
-  for (int64_t i = 0; i < n; ++i) s += b[i];
-  return s;
-}
-
-double measure_read_bandwidth(int threads) {
-  const auto& b = bw_buffer();
-  double best = 0;
-  for (int rep = 0; rep < 3; ++rep) {
-    const auto t0 = std::chrono::steady_clock::now();
-    benchmark::DoNotOptimize(read_all(b, threads));
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    best = std::max(best, kBwBytes / s);
-  }
-  return best;
-}
-
-// Best-of-3 read bandwidth (bytes/s) with 1 or 2 threads, measured once: the reference for
+// ---- (a) read bandwidth (bench/read_bandwidth.h: best of a plain, an AVX2 and an AVX-512 reader) ----
+// Best read bandwidth (bytes/s) with 1 or 2 threads, measured once: the reference for
 // matvec's % of bandwidth at the same thread count.
 double read_bandwidth(int threads) {
-  static const double bw1 = measure_read_bandwidth(1);
-  static const double bw2 = measure_read_bandwidth(2);
+  static const double bw1 = bench::measure_read_bandwidth(1);
+  static const double bw2 = bench::measure_read_bandwidth(2);
   return threads == 1 ? bw1 : bw2;
 }
 
 void BM_ReadBandwidth(benchmark::State& state) {
-  const auto& b = bw_buffer();
-  const int threads = static_cast<int>(state.range(0));
-  for (auto _ : state) benchmark::DoNotOptimize(read_all(b, threads));
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * kBwBytes));
+  const auto reader = static_cast<bench::Reader>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  if (!bench::reader_available(reader)) return state.SkipWithError("reader's ISA not available on this CPU");
+  bench::read_buffer();
+  for (auto _ : state) benchmark::DoNotOptimize(bench::read_all(reader, threads));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bench::kReadBytes));
+  state.SetLabel(reader == bench::Reader::Plain ? "plain" : reader == bench::Reader::Avx2 ? "avx2" : "avx512");
 }
-BENCHMARK(BM_ReadBandwidth)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ReadBandwidth)
+    ->ArgsProduct({{0, 1, 2}, {1, 2}})
+    ->ArgNames({"reader", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// ---- (a') random row reads: the access pattern of MagicPIG's gathers ----
+// Per decode step at 128k context (one Llama-3.1-8B layer, (K, L) = (10, 150)) MagicPIG reads
+// ~7,200 scattered (K row, V row) pairs per KV head, 8 KV heads: ~58k pairs of 256-byte bf16
+// rows out of 537 MB of K/V. This measures how fast this machine can fetch such rows at all
+// (sorted random positions, as the gathers use, software prefetch `ahead` pairs ahead, split
+// over the threads), i.e. the floor of a gather-bound MagicPIG step, next to dense's stream.
+__attribute__((target("avx512f"))) uint64_t sum_rows_avx512(const uint8_t* k, const uint8_t* v) {
+  __m512i a = _mm512_set1_epi64(0);
+  for (int o = 0; o < 256; o += 64) {
+    a = _mm512_add_epi64(a, _mm512_loadu_si512(k + o));
+    a = _mm512_add_epi64(a, _mm512_loadu_si512(v + o));
+  }
+  alignas(64) uint64_t t[8];
+  _mm512_store_si512(t, a);
+  return t[0] ^ t[7];
+}
+
+uint64_t sum_rows_plain(const uint8_t* k, const uint8_t* v) {
+  uint64_t s = 0;
+  for (int o = 0; o < 256; o += 8) {
+    uint64_t a, b;
+    std::memcpy(&a, k + o, 8);
+    std::memcpy(&b, v + o, 8);
+    s += a + b;
+  }
+  return s;
+}
+
+inline void prefetch_line(const void* p) { asm volatile("prefetcht0 (%0)" : : "r"(p)); }
+
+void BM_RandomRowPairs(benchmark::State& state) {
+  const int ahead = static_cast<int>(state.range(0));
+  const int threads = static_cast<int>(state.range(1));
+  constexpr int64_t kPairs = 8 * 7223, kRow = 256;
+  const auto& buf = bench::read_buffer();
+  const auto* base = reinterpret_cast<const uint8_t*>(buf.data());
+  const int64_t half_rows = static_cast<int64_t>(bench::kReadBytes / 2 / kRow);  // K rows, then V rows
+  std::vector<int64_t> idx(kPairs);
+  std::mt19937_64 rng(3);
+  for (auto& i : idx) i = static_cast<int64_t>(rng() % static_cast<uint64_t>(half_rows));
+  // Sorted within each KV head's list, as the gathers walk a sorted union list.
+  for (int h = 0; h < 8; ++h) std::sort(idx.begin() + h * 7223, idx.begin() + (h + 1) * 7223);
+  const bool avx512 = mp::best_isa() >= mp::Isa::Avx512;
+  for (auto _ : state) {
+    uint64_t s = 0;
+#pragma omp parallel for num_threads(threads) reduction(+ : s) schedule(static)
+    for (int64_t j = 0; j < kPairs; ++j) {
+      if (ahead > 0 && j + ahead < kPairs) {
+        const uint8_t* kp = base + idx[j + ahead] * kRow;
+        const uint8_t* vp = kp + half_rows * kRow;
+        for (int o = 0; o < kRow; o += 64) prefetch_line(kp + o), prefetch_line(vp + o);
+      }
+      const uint8_t* k = base + idx[j] * kRow;
+      s += avx512 ? sum_rows_avx512(k, k + half_rows * kRow) : sum_rows_plain(k, k + half_rows * kRow);
+    }
+    benchmark::DoNotOptimize(s);
+  }
+  state.counters["ns_per_pair"] = benchmark::Counter(static_cast<double>(kPairs) * 1e-9,
+                                                     benchmark::Counter::kIsIterationInvariantRate |
+                                                         benchmark::Counter::kInvert);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * kPairs * 2 * kRow);
+}
+BENCHMARK(BM_RandomRowPairs)
+    ->ArgsProduct({{0, 8, 16, 32, 64}, {1, 2}})
+    ->ArgNames({"ahead", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // ---- weights ----
 std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
@@ -94,7 +139,9 @@ std::vector<float> random_floats(size_t n) {
 
 constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q4_K, DType::Q4_0};
 
-// ---- (b) matvec, 14336 x 4096 (Llama-3-8B FFN up/gate): larger than any L3 for every type ----
+// ---- (b) matvec, 14336 x 4096 (Llama-3-8B FFN up/gate). The iterations cycle through copies
+// of the matrix totalling >= 512 MiB, so that no iteration finds its weights in the caches (one
+// Q4_0 copy is 33 MB, about an EPYC L3; reading the same copy again inflated the rate).
 void BM_Matvec(benchmark::State& state) {
   const DType t = kTypes[state.range(0)];
   const auto isa = static_cast<mp::Isa>(state.range(1));
@@ -102,19 +149,24 @@ void BM_Matvec(benchmark::State& state) {
   if (isa > mp::best_isa()) return state.SkipWithError("ISA not available on this CPU");
   const int64_t rows = 14336, cols = 4096;
   const double bw = read_bandwidth(threads);
-  const auto w = random_weights(t, rows, cols);
+  const auto w0 = random_weights(t, rows, cols);
+  const size_t n_copies = std::max<size_t>(2, ((size_t{512} << 20) + w0.size() - 1) / w0.size());
+  std::vector<std::vector<uint8_t>> w(n_copies, w0);
   const auto x = random_floats(cols);
   std::vector<float> y(rows);
+  size_t c = 0;
   for (auto _ : state) {
-    mp::kernels::matvec(t, w.data(), rows, cols, x.data(), y.data(), threads, isa);
+    mp::kernels::matvec(t, w[c].data(), rows, cols, x.data(), y.data(), threads, isa);
+    c = (c + 1) % n_copies;
     benchmark::ClobberMemory();
   }
   state.SetLabel(std::string(mp::dtype_name(t)) + " " + std::string(mp::isa_name(isa)));
-  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(w.size()),
+  state.counters["bytes/s"] = benchmark::Counter(static_cast<double>(w0.size()),
                                                  benchmark::Counter::kIsIterationInvariantRate);
-  // % of the plain read bandwidth measured with the same number of threads.
-  state.counters["pct_of_bw"] = benchmark::Counter(100.0 * w.size() / bw, benchmark::Counter::kIsIterationInvariantRate);
+  // % of the best read bandwidth measured with the same number of threads.
+  state.counters["pct_of_bw"] = benchmark::Counter(100.0 * w0.size() / bw, benchmark::Counter::kIsIterationInvariantRate);
   state.counters["bw_GBps"] = bw / 1e9;
+  state.counters["copies"] = static_cast<double>(n_copies);
 }
 void matvec_args(benchmark::internal::Benchmark* b) {
   for (int t = 0; t < 7; ++t) {
