@@ -54,7 +54,9 @@ TEST_F(Overlap, SameLogitsAndCostAsPrefillThenFinish) {
       ASSERT_EQ(b.tokens(), a.tokens());
       ASSERT_EQ(copy(b.logits()), copy(a.logits()));
       ASSERT_EQ(b.aux_bytes(), a.aux_bytes());
-      if (policy == "magicpig" || policy == "quest") EXPECT_GT(a.aux_bytes(), 0u);  // tables, pages
+      if (policy == "magicpig" || policy == "quest") {
+        EXPECT_GT(a.aux_bytes(), 0u);  // tables, pages
+      }
       for (int32_t t : {5, 77, 301, 12, 9}) {
         a.step(t);
         b.step(t);
@@ -62,7 +64,9 @@ TEST_F(Overlap, SameLogitsAndCostAsPrefillThenFinish) {
       }
       EXPECT_EQ(b.cost().keys_read, a.cost().keys_read);
       EXPECT_EQ(b.cost().keys_total, a.cost().keys_total);
-      if (policy != "dense") EXPECT_LT(a.cost().fraction(), 1.0);
+      if (policy != "dense") {
+        EXPECT_LT(a.cost().fraction(), 1.0);
+      }
     }
 }
 

@@ -179,7 +179,9 @@ TEST(AttentionProbe, ErrorsAndCostsMatchDirectCalls) {
         EXPECT_EQ(e.head, h);
         EXPECT_EQ(e.step, step);
         EXPECT_NEAR(e.rel_l2, std::sqrt(diff / norm), 1e-12) << specs[p].entry << " head " << h;
-        if (specs[p].cfg.name != "quest") EXPECT_GT(e.rel_l2, 0.0) << specs[p].entry;
+        if (specs[p].cfg.name != "quest") {
+          EXPECT_GT(e.rel_l2, 0.0) << specs[p].entry;
+        }
       }
     }
     if (step == 1) {
