@@ -35,9 +35,12 @@ void matvec(DType t, const void* W, int64_t rows, int64_t cols, const float* x, 
 // Y[i][r] = W[r, :] . X[i, :] for i in [0, n): X is [n][cols], Y is [n][rows] (prefill GEMM).
 void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
             int n_threads);
-// matmul with an explicit ISA. Numerics: for n >= 4 every weight is dequantised to f32 and
-// multiplied in f32 (no activation quantisation: matches dot_row_ref up to summation order);
-// for n < 4 it runs matvec per row of X (8-bit activations, see matvec).
+// matmul with an explicit ISA. Numerics: quantised weights (Q4_0, Q8_0, Q4_K, Q6_K) use 8-bit
+// activations like matvec, and every Y[i][:] is bit-identical to matvec(X row i) for the same
+// ISA at any n (each X row is quantised as matvec does; the GEMM kernels form the same int32
+// lanes and accumulate them in the same f32 order), so prefill equals token-by-token decode.
+// Float weights (F32, F16, BF16) for n >= 4 are converted to f32 and multiplied in f32 (matches
+// dot_row_ref up to summation order); for n < 4 they run matvec per row of X.
 void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
             int n_threads, Isa isa);
 

@@ -1,12 +1,15 @@
-// Prefill GEMM Y[n][rows] = X[n][cols] * W^T for any weight type. Each thread takes panels of
-// kPanel weight rows; per kKc-column slice it dequantises the panel once to f32, packs it
-// transposed (so a vector load covers kPanel output columns) and runs the ISA's register-
-// blocked micro-kernel over all n rows of X. Every weight is dequantised once per matmul.
+// Prefill GEMM Y[n][rows] = X[n][cols] * W^T for any weight type. Quantised weights (Q4_0,
+// Q8_0, Q4_K, Q6_K) multiply 8-bit activations (gemm_quant.h: bit-identical to matvec per row).
+// Float weights (F32, F16, BF16): each thread takes panels of kPanel weight rows; per
+// kKc-column slice it converts the panel once to f32, packs it transposed (so a vector load
+// covers kPanel output columns) and runs the ISA's register-blocked micro-kernel over all n
+// rows of X.
 #include <algorithm>
 #include <string>
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/gemm_quant.h"
 #include "kernels/isa_dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul_isa.h"
@@ -57,6 +60,7 @@ void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, 
     for (int64_t i = 0; i < n; ++i) matvec(t, W, rows, cols, X + i * cols, Y + i * rows, n_threads, isa);
     return;
   }
+  if (matmul_quant(t, W, rows, cols, X, n, Y, n_threads, isa)) return;
   Tile tile = gemm_tile_scalar;
   int mr = gemm_mr_scalar();
   if (isa == Isa::Avx512) tile = gemm_tile_avx512, mr = gemm_mr_avx512();
@@ -82,7 +86,7 @@ void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, 
           if (t == DType::F16 || t == DType::BF16)
             kv_to_f32(t, reinterpret_cast<const uint16_t*>(src), rowbuf.data() + r * kKc, kc, isa);
           else
-            dequantize_row(t, src, rowbuf.data() + r * kKc, kc);
+            dequantize_row(t, src, rowbuf.data() + r * kKc, kc);  // F32: a copy
         }
         for (int64_t k = 0; k < kc; ++k) {
           float* dst = wp + k * kPanel;

@@ -5,9 +5,10 @@
 // The per-layer arithmetic is the same code as forward.cpp's (detail::run_layer, layer_step.h),
 // and attention results do not depend on the thread count, so with
 // CpuDecodeBatchBackend (matvec per row on cache-resident weight blocks) every row equals
-// forward_decode bit for bit. With CpuBackend (kernels::matmul: matvec per row below 4 rows,
-// f32 GEMM on dequantised weights from 4) rows differ by the GEMM's rounding;
-// tests/model/test_forward_batch.cpp measures both.
+// forward_decode bit for bit. With CpuBackend (kernels::matmul) rows of quantised weights
+// (Q4_0, Q8_0, Q4_K, Q6_K) are also bit-identical (8-bit activations, matvec's integer lanes and
+// f32 order per row); float weights use an f32 GEMM from 4 rows, so rows differ by its
+// rounding; tests/model/test_forward_batch.cpp measures both.
 #include <algorithm>
 #include <cmath>
 #include <exception>
