@@ -2,6 +2,7 @@
 // code only calls Backend::linear; a CUDA backend can be added later beside CpuBackend.
 #pragma once
 #include <cstdint>
+#include <span>
 
 #include "common/dtype.h"
 
@@ -21,12 +22,22 @@ class Backend {
   virtual ~Backend() = default;
   // Y[i][r] = W[r, :] . X[i, :] for i in [0, n). X: [n][cols], Y: [n][rows].
   virtual void linear(const Weight& w, const float* X, int64_t n, float* Y) const = 0;
+  // linear(*ws[j], X, n, Ys[j]) for every j: the Q/K/V or gate/up projections of one input
+  // (every ws[j] reads the same X, so normally all have the same cols). Backends may run them
+  // together; results must equal the separate calls bit for bit.
+  virtual void linear_multi(std::span<const Weight* const> ws, const float* X, int64_t n,
+                            std::span<float* const> Ys) const {
+    for (size_t j = 0; j < ws.size(); ++j) linear(*ws[j], X, n, Ys[j]);
+  }
 };
 
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(int n_threads) : n_threads_(n_threads) {}
   void linear(const Weight& w, const float* X, int64_t n, float* Y) const override;
+  // One token (n == 1): one kernels::matvec_multi (x quantised once, one thread team).
+  void linear_multi(std::span<const Weight* const> ws, const float* X, int64_t n,
+                    std::span<float* const> Ys) const override;
   int n_threads() const { return n_threads_; }
 
  private:

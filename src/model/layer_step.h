@@ -34,9 +34,11 @@ void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch
   const LayerWeights& w = m.layers[l];
   const int e = hp.n_embd, qd = hp.n_head * hp.head_dim, kd = hp.n_kv_head * hp.head_dim;
   for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], w.attn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
-  be.linear(w.wq, s.xn.data(), n, s.q.data());
-  be.linear(w.wk, s.xn.data(), n, s.k.data());
-  be.linear(w.wv, s.xn.data(), n, s.v.data());
+  {
+    const Weight* ws[] = {&w.wq, &w.wk, &w.wv};
+    float* ys[] = {s.q.data(), s.k.data(), s.v.data()};
+    be.linear_multi(ws, s.xn.data(), n, ys);
+  }
   for (int64_t i = 0; i < n; ++i) {
     apply_rope(&s.q[i * qd], hp.n_head, hp.head_dim, pos_of(i), hp.rope);
     apply_rope(&s.k[i * kd], hp.n_kv_head, hp.head_dim, pos_of(i), hp.rope);
@@ -47,8 +49,11 @@ void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch
   for (size_t i = 0; i < size_t(n) * e; ++i) s.x[i] += s.proj[i];
 
   for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], w.ffn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
-  be.linear(w.w_gate, s.xn.data(), n, s.gate.data());
-  be.linear(w.w_up, s.xn.data(), n, s.up.data());
+  {
+    const Weight* ws[] = {&w.w_gate, &w.w_up};
+    float* ys[] = {s.gate.data(), s.up.data()};
+    be.linear_multi(ws, s.xn.data(), n, ys);
+  }
   for (size_t i = 0; i < size_t(n) * hp.n_ff; ++i) s.gate[i] = silu(s.gate[i]) * s.up[i];
   be.linear(w.w_down, s.gate.data(), n, s.proj.data());
   for (size_t i = 0; i < size_t(n) * e; ++i) s.x[i] += s.proj[i];
