@@ -20,6 +20,7 @@
 #include "attention/magicpig_impl.h"
 #include "common/half.h"
 #include "kv/kv_cache.h"
+#include "read_bandwidth.h"
 
 namespace {
 
@@ -29,6 +30,7 @@ using namespace mp::attn;
 constexpr int kHeads = 32, kKvHeads = 8, kDim = 128, kQueries = 16;
 // MAGICPIG_BENCH_THREADS overrides the default of 2 threads.
 const int kThreads = std::getenv("MAGICPIG_BENCH_THREADS") ? std::atoi(std::getenv("MAGICPIG_BENCH_THREADS")) : 2;
+// The KV cache asks for transparent huge pages itself (src/kv/kv_cache.cpp).
 
 struct Rng {
   uint64_t s;
@@ -109,24 +111,16 @@ Config pig_config(int k, int l) {
 }
 
 // Sequential read bandwidth with kThreads threads (the dense roofline), so dense's fraction of it
-// comes from one program run: dense GB/s = MB_read / time, compare with this row's bytes/s.
-// 256 MiB (larger than any cache; the 64k context's K+V is 268 MB), integer sum so the adds
-// never limit the rate; same loop as bench_kernels' BM_ReadBandwidth.
+// comes from one program run: dense GB/s = MB_read / time, compare with the best reader's
+// bytes/s (bench/read_bandwidth.h: plain, AVX2 and AVX-512 readers of 1 GiB, the same as
+// bench_kernels').
 void BM_ReadBandwidth(benchmark::State& state) {
-  static const std::vector<uint64_t> buf = [] {
-    std::vector<uint64_t> b((size_t{1} << 28) / 8);
-    for (size_t i = 0; i < b.size(); ++i) b[i] = i;
-    return b;
-  }();
-  const int64_t n = static_cast<int64_t>(buf.size());
-  for (auto _ : state) {
-    uint64_t s = 0;
-#pragma omp parallel for num_threads(kThreads) reduction(+ : s) schedule(static)
-    for (int64_t i = 0; i < n; ++i) s += buf[i];
-    benchmark::DoNotOptimize(s);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * n * 8);
-  state.counters["MB_read"] = n * 8 / 1e6;
+  const auto reader = static_cast<bench::Reader>(state.range(0));
+  if (!bench::reader_available(reader)) return state.SkipWithError("reader's ISA not available on this CPU");
+  bench::read_buffer();
+  for (auto _ : state) benchmark::DoNotOptimize(bench::read_all(reader, kThreads));
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations() * bench::kReadBytes));
+  state.SetLabel(reader == bench::Reader::Plain ? "plain" : reader == bench::Reader::Avx2 ? "avx2" : "avx512");
 }
 
 void BM_Dense(benchmark::State& state) {
@@ -189,7 +183,7 @@ void pig_args(benchmark::internal::Benchmark* b) {
       b->Args({n, kl.first, kl.second});
 }
 
-BENCHMARK(BM_ReadBandwidth)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_ReadBandwidth)->Arg(0)->Arg(1)->Arg(2)->ArgName("reader")->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 // Grouped by context so each 512 MiB context is generated once.
 BENCHMARK(BM_Dense)->Apply(dense_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPig)->Apply(pig_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();

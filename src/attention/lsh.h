@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "attention/lsh_hugepage.h"
 #include "common/cpu.h"
 
 namespace mp::attn::lsh {
@@ -99,7 +100,7 @@ class HashTables {
     int64_t n = 0;
     bool generated = false;
     std::vector<uint32_t> offsets;  // [L][2^K + 1]
-    std::vector<uint16_t> index;    // [L][n]
+    std::vector<uint16_t, HugePageAllocator<uint16_t>> index;  // [L][n]
   };
   void flush_tail();
   // Calls f(position) for every (table, stored token) in the query's buckets.

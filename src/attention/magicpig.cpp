@@ -164,30 +164,15 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
   }
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
-  const int H = shape_.n_head, d = shape_.head_dim, L = cfg_.lsh_l, G = H / shape_.n_kv_head;
+  const int H = shape_.n_head, d = shape_.head_dim, G = H / shape_.n_kv_head;
   if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
-  qcodes_.resize(static_cast<size_t>(H) * L);
   std::vector<int64_t> read(H, 0);
-#pragma omp parallel num_threads(n_threads)
-  {
-    // Queries hashed in one contiguous block of heads per thread (one pass over W each).
-    const int nt = omp_get_num_threads(), tid = omp_get_thread_num();
-    const int per = (H + nt - 1) / nt;
-    const int h0 = std::min(H, tid * per), rows = std::min(H, h0 + per) - h0;
-    if (rows > 0) {
-      std::vector<uint16_t> bc(static_cast<size_t>(rows) * L);
-      lsh::hash_rows(*proj_, q + static_cast<int64_t>(h0) * d, rows, d, bc.data(), rows, isa_);
-      for (int r = 0; r < rows; ++r)
-        for (int t = 0; t < L; ++t) qcodes_[static_cast<size_t>(h0 + r) * L + t] = bc[t * rows + r];
-    }
-#pragma omp barrier
-    Scratch& s = scratch_[omp_get_thread_num()];
-#pragma omp for schedule(dynamic, 1)
-    for (int kvh = 0; kvh < shape_.n_kv_head; ++kvh)
-      attend_group(st, kv, kvh, q + static_cast<int64_t>(kvh) * G * d,
-                   qcodes_.data() + static_cast<size_t>(kvh) * G * L, out + static_cast<int64_t>(kvh) * G * d,
-                   read.data() + kvh * G, s);
-  }
+  // One work item per KV head and no barrier inside the step: each group hashes its own G
+  // queries (a pass over W, which stays in L2/L3, per group).
+#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1)
+  for (int kvh = 0; kvh < shape_.n_kv_head; ++kvh)
+    attend_group(st, kv, kvh, q + static_cast<int64_t>(kvh) * G * d, out + static_cast<int64_t>(kvh) * G * d,
+                 read.data() + kvh * G, scratch_[omp_get_thread_num()]);
   const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
   for (int h = 0; h < H; ++h) {
     cost_.keys_read += static_cast<double>(read[h] + exact_prompt);
@@ -195,14 +180,14 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
   }
 }
 
-// The G query heads of KV head kvh (q, qcodes, out: G consecutive heads). Exact part over
+// The G query heads of KV head kvh (q, out: G consecutive heads). Exact part over
 // [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens); sampled part over each head's
 // candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares the work that touches
-// memory: the candidates of all G heads form one sorted union, each K and V row of the union is
-// gathered once per step and scored against all G queries (a head that did not draw a row gives
-// it logit -inf, i.e. weight exactly 0). n_cand[g] = #candidates of head g.
+// memory: the candidates of all G heads form one sorted union whose K and V rows are prefetched
+// once per step; each head then scores and accumulates only the rows it drew. n_cand[g] =
+// #candidates of head g.
 void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q,
-                                     const uint16_t* qcodes, float* out, int64_t* n_cand, Scratch& s) {
+                                     float* out, int64_t* n_cand, Scratch& s) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
   const HeadState& hs = st.heads[kvh];
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -217,6 +202,14 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     if (r[1] > r[0])
       attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa);
 
+  // Query codes ([t][g] from hash_rows, transposed to [g][t] for retrieve_bits).
+  s.qcodes_t.resize(static_cast<size_t>(L) * G);
+  s.qcodes.resize(static_cast<size_t>(G) * L);
+  lsh::hash_rows(*proj_, q, G, d, s.qcodes_t.data(), G, isa);
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = s.qcodes_t[static_cast<size_t>(t) * G + g];
+  const uint16_t* qcodes = s.qcodes.data();
+
   // Candidate bitmaps per head, then their union as a sorted position list.
   const int64_t words = hs.tables.bitmap_words();
   s.seen.resize(static_cast<size_t>(words));
@@ -228,15 +221,13 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     hs.tables.retrieve_bits(qcodes + static_cast<size_t>(g) * L, thr, s.counter, s.seen.data(),
                             s.cand.data() + static_cast<size_t>(g) * words);
   }
+  // (No popcount here: baseline x86-64 has no popcnt instruction, so __builtin_popcountll is a
+  // libgcc call; n_cand is counted from the per-block member lists instead.)
   s.pos.clear();
   for (int g = 0; g < G; ++g) n_cand[g] = 0;
   for (int64_t w = 0; w < words; ++w) {
     uint64_t u = 0;
-    for (int g = 0; g < G; ++g) {
-      const uint64_t c = s.cand[static_cast<size_t>(g) * words + w];
-      u |= c;
-      n_cand[g] += __builtin_popcountll(c);
-    }
+    for (int g = 0; g < G; ++g) u |= s.cand[static_cast<size_t>(g) * words + w];
     for (; u; u &= u - 1) s.pos.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(u)));
   }
   auto member = [&](int g, uint32_t p) { return (s.cand[static_cast<size_t>(g) * words + (p >> 6)] >> (p & 63)) & 1; };
@@ -248,7 +239,11 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
         if (member(g, p)) rec.push_back(p);
     }
 
-  // Sampled part: blocks of gathered rows through the dense block kernels.
+  // Sampled part, in blocks of kBlock union rows. The group's union is ~3.6x one head's
+  // candidates (the G heads draw mostly different keys), so scoring every union row against all
+  // G queries would do ~3.6x the needed dot/axpy work: each head instead copies just the rows it
+  // drew (from L1/L2: the union rows were prefetched once for the group) into a compact block
+  // and runs the 1-row kernels on it.
   s.st_sampled.assign(G, PartialSoftmax{});
   s.acc_sampled.assign(gd, 0.0f);
   const int64_t nu = static_cast<int64_t>(s.pos.size());
@@ -268,7 +263,7 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     constexpr int64_t kAhead = 48;  // union rows: ~24 KB of K and V requested ahead
     s.kbuf.resize(static_cast<size_t>(kBlock) * d);
     s.vbuf.resize(static_cast<size_t>(kBlock) * d);
-    s.s.resize(static_cast<size_t>(G) * kBlock);
+    s.s.resize(kBlock);
     const size_t row_bytes = static_cast<size_t>(d) * sizeof(uint16_t);
     const uint32_t* pos = s.pos.data();
     const float* knorm = hs.key_norm.data();
@@ -278,43 +273,43 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     }
     for (int64_t b = 0; b < nu; b += kBlock) {
       const int n = static_cast<int>(std::min<int64_t>(kBlock, nu - b));
-      // Rows are scattered, so the hardware prefetcher cannot help: while this block's K rows
-      // are copied, ask for the K and V rows (and key norm) kAhead union rows further on.
-      for (int j = 0; j < n; ++j) {
-        const int64_t a = b + j + kAhead;
-        if (a < nu) {
-          const char* kr = reinterpret_cast<const char*>(kv.key(kvh, pos[a]));
-          const char* vr = reinterpret_cast<const char*>(kv.value(kvh, pos[a]));
-          prefetch_range(kr, row_bytes);
-          prefetch_range(vr, row_bytes);
-          prefetch(knorm + pos[a]);
-        }
-        std::memcpy(s.kbuf.data() + static_cast<size_t>(j) * d, kv.key(kvh, pos[b + j]), row_bytes);
-      }
-      blk::scores(kv.dtype, q, G, d, s.kbuf.data(), n, 1.0f, s.s.data(), kBlock, isa);  // raw q.k
+      const uint32_t* bp = pos + b;
+      // Rows are scattered, so the hardware prefetcher cannot help: ask for the K and V rows
+      // (and key norms) kAhead union rows further on, spread over the heads' copies below.
+      int64_t next_pf = b + kAhead;
+      const int64_t pf_end = std::min(nu, b + n + kAhead);
+      const int64_t pf_per_head = (pf_end - next_pf + G - 1) / G;
       for (int g = 0; g < G; ++g) {
-        // Only the rows head g drew get a logit; the others -inf (weight exactly 0). The
-        // members are compacted first: a branch on membership would mispredict often.
-        float* sg = s.s.data() + static_cast<size_t>(g) * kBlock;
+        for (const int64_t stop = std::min(pf_end, next_pf + pf_per_head); next_pf < stop; ++next_pf) {
+          prefetch_range(kv.key(kvh, pos[next_pf]), row_bytes);
+          prefetch_range(kv.value(kvh, pos[next_pf]), row_bytes);
+          prefetch(knorm + pos[next_pf]);
+        }
+        // The rows head g drew, compacted branch-free (a membership branch mispredicts often).
+        const uint64_t* cg = s.cand.data() + static_cast<size_t>(g) * words;
         int nm = 0;
         for (int j = 0; j < n; ++j) {
           s.members[nm] = j;
-          nm += static_cast<int>(member(g, pos[b + j]));
+          nm += static_cast<int>((cg[bp[j] >> 6] >> (bp[j] & 63)) & 1);
         }
+        if (nm == 0) continue;
+        n_cand[g] += nm;
+        for (int m = 0; m < nm; ++m)
+          std::memcpy(s.kbuf.data() + static_cast<size_t>(m) * d, kv.key(kvh, bp[s.members[m]]), row_bytes);
+        float* sg = s.s.data();
+        blk::scores(kv.dtype, q + static_cast<size_t>(g) * d, 1, d, s.kbuf.data(), nm, 1.0f, sg, kBlock, isa);
         for (int m = 0; m < nm; ++m) {
-          const int j = s.members[m];
           // Zero-norm key or query: cosine defined as 0.
-          const float x = sg[j], den = qn[g] * knorm[pos[b + j]];
+          const float x = sg[m], den = qn[g] * knorm[bp[s.members[m]]];
           const float c = den > 0 ? (x - qm[g]) / den : 0.0f;
-          s.logit[m] = x * scale + corr_->at_cos(c);
+          sg[m] = x * scale + corr_->at_cos(c);
         }
-        std::fill(sg, sg + n, -INFINITY);
-        for (int m = 0; m < nm; ++m) sg[s.members[m]] = s.logit[m];
+        float* ag = s.acc_sampled.data() + static_cast<size_t>(g) * d;
+        fold_block(sg, 1, kBlock, nm, &s.st_sampled[g], ag, d, isa);
+        for (int m = 0; m < nm; ++m)
+          std::memcpy(s.vbuf.data() + static_cast<size_t>(m) * d, kv.value(kvh, bp[s.members[m]]), row_bytes);
+        blk::accumulate(kv.dtype, sg, 1, kBlock, s.vbuf.data(), nm, d, ag, isa);
       }
-      fold_block(s.s.data(), G, kBlock, n, s.st_sampled.data(), s.acc_sampled.data(), d, isa);
-      for (int j = 0; j < n; ++j)
-        std::memcpy(s.vbuf.data() + static_cast<size_t>(j) * d, kv.value(kvh, pos[b + j]), row_bytes);
-      blk::accumulate(kv.dtype, s.s.data(), G, kBlock, s.vbuf.data(), n, d, s.acc_sampled.data(), isa);
     }
   }
   for (int g = 0; g < G; ++g) {

@@ -56,11 +56,11 @@ class MagicPigAttention final : public SequenceAttention {
   struct Scratch {
     lsh::CollisionCounter counter;
     std::vector<uint64_t> seen, cand;   // bitmaps: [words] and [G][words]
+    std::vector<uint16_t> qcodes_t, qcodes;  // the group's query codes: [L][G] and [G][L]
     std::vector<uint32_t> pos;          // union of the group's candidates, sorted
-    std::vector<uint16_t> kbuf, vbuf;   // gathered K / V rows of one block
+    std::vector<uint16_t> kbuf, vbuf;   // K / V rows one head drew in one block
     std::vector<float> s, acc_exact, acc_sampled;
     int members[kKeyBlock];             // block rows that one head drew
-    float logit[kKeyBlock];
     std::vector<PartialSoftmax> st_exact, st_sampled;
     RowsScratch rows;
   };
@@ -69,8 +69,8 @@ class MagicPigAttention final : public SequenceAttention {
   void hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end,
                  int n_threads);
   void insert_generated(LayerState& st, const KvView& kv, int n_threads);
-  void attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q, const uint16_t* qcodes,
-                    float* out, int64_t* n_cand, Scratch& s);
+  void attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q, float* out,
+                    int64_t* n_cand, Scratch& s);
 
   Config cfg_;
   HeadShape shape_;
@@ -80,7 +80,6 @@ class MagicPigAttention final : public SequenceAttention {
   std::shared_ptr<const lsh::SamplingCorrection> corr_;    // immutable: shared by clones
   std::vector<LayerState> layers_;
   std::vector<Scratch> scratch_;  // per OpenMP thread
-  std::vector<uint16_t> qcodes_;  // [n_head][L]
   bool record_ = false;
   std::vector<std::vector<uint32_t>> recorded_;
   Cost cost_;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <random>
 #include <set>
 #include <vector>
@@ -179,6 +180,25 @@ TEST(LshTables, RejectsBadOrder) {
   tab.insert(10, c.data());
   EXPECT_THROW(tab.insert(5, c.data()), Error);
   EXPECT_THROW(tab.add_chunk(20, 1, c.data(), 1), Error);
+}
+
+// Large blocks come 2 MB-aligned (so madvise covers them whole) and behave as ordinary
+// storage across growth, copy and move; small ones come from operator new.
+TEST(LshTables, HugePageAllocatorStorage) {
+  using Vec = std::vector<uint16_t, lsh::HugePageAllocator<uint16_t>>;
+  Vec big(size_t{3} << 20);  // 6 MB
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(big.data()) % (size_t{2} << 20), 0u);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<uint16_t>(i * 2654435761u >> 7);
+  Vec copy = big;
+  big.resize(big.size() + 12345, 7);
+  Vec moved = std::move(copy);
+  for (size_t i = 0; i < moved.size(); i += 997) {
+    ASSERT_EQ(moved[i], static_cast<uint16_t>(i * 2654435761u >> 7));
+    ASSERT_EQ(big[i], moved[i]);
+  }
+  EXPECT_EQ(big.back(), 7);
+  Vec small(100, 3);
+  EXPECT_EQ(small[99], 3);
 }
 
 TEST(LshTables, CounterEpochWrap) {
