@@ -7,17 +7,13 @@
 #include <cstring>
 
 #include "kernels/dot_quant_isa.h"
+#include "kernels/hsum_avx2.h"
 
 namespace mp::kernels::detail {
 
 namespace {
 
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+inline float hsum(__m256 v) { return hsum_avx2(v); }
 
 inline float half(uint16_t h) { return _cvtsh_ss(h); }
 

@@ -22,6 +22,7 @@
 #include <cstring>
 
 #include "kernels/dot_quant_isa.h"
+#include "kernels/quant_ops_avx512.h"
 
 #define MP_CAT2(a, b) a##_##b
 #define MP_CAT(a, b) MP_CAT2(a, b)
@@ -30,18 +31,8 @@ namespace mp::kernels::detail {
 
 namespace {
 
-inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
-
-// acc + the int32 sums of four adjacent u8 x s8 products of both (u, s) pairs, with nibbles
-// for u: without VNNI the two int16 pair sums (each <= 2 * 15 * 127) are added before widening.
-inline __m512i acc_nibbles2(__m512i acc, __m512i u0, __m512i s0, __m512i u1, __m512i s1) {
-#if MP_VNNI
-  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, u0, s0), u1, s1);
-#else
-  const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(u0, s0), _mm512_maddubs_epi16(u1, s1));
-  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
-#endif
-}
+using avx512_ops::acc_nibbles2;
+using avx512_ops::half_to_f32;
 
 // acc + the int32 sums of adjacent int16 products.
 inline __m512i acc_i16(__m512i acc, __m512i a, __m512i b) {

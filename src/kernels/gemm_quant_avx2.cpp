@@ -4,19 +4,14 @@
 #include <immintrin.h>
 
 #include "kernels/dot_quant_isa.h"
+#include "kernels/hsum_avx2.h"
 #include "kernels/gemm_quant.h"
 
 namespace mp::kernels::detail {
 
 namespace {
 
-// Same reduction as dot_quant_avx2.cpp's hsum (bit-identical results depend on it).
-inline float hsum(__m256 v) {
-  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
+inline float hsum(__m256 v) { return hsum_avx2(v); }
 
 inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
 
@@ -86,7 +81,18 @@ void q8_0_rows(const BlockQ8_0* w, const GemmRow* x, int64_t nb, float* y, int64
   for (int j = 0; j < NX; ++j) y[j * ldy] = hsum(_mm256_add_ps(acc0[j], acc1[j]));
 }
 
-static_assert(kGemmNx == 4, "the switches below cover nx = 1 .. 4");
+static_assert(kGemmNx == 4, "with_nx covers nx = 1 .. 4");
+
+// Calls f.template operator()<NX>() for the run-time nx = 4 .. 1.
+template <class F>
+inline void with_nx(int nx, F&& f) {
+  switch (nx) {
+    case 4: return f.template operator()<4>();
+    case 3: return f.template operator()<3>();
+    case 2: return f.template operator()<2>();
+    default: return f.template operator()<1>();
+  }
+}
 
 }  // namespace
 
@@ -95,12 +101,7 @@ void gemm_q4_0_avx2(const void* w, size_t row_bytes, int nw, const GemmRow* x, i
   (void)b0, (void)b1, (void)state;  // whole rows only (kGemmSpanBlocksAvx2)
   for (int m = 0; m < nw; ++m) {  // AVX2 has 16 registers: one weight row per pass
     const auto* b = reinterpret_cast<const BlockQ4_0*>(static_cast<const uint8_t*>(w) + m * row_bytes);
-    switch (nx) {
-      case 4: q4_0_rows<4>(b, x, cols / kQK, y + m, ldy); break;
-      case 3: q4_0_rows<3>(b, x, cols / kQK, y + m, ldy); break;
-      case 2: q4_0_rows<2>(b, x, cols / kQK, y + m, ldy); break;
-      default: q4_0_rows<1>(b, x, cols / kQK, y + m, ldy); break;
-    }
+    with_nx(nx, [&]<int NX>() { q4_0_rows<NX>(b, x, cols / kQK, y + m, ldy); });
   }
 }
 
@@ -109,12 +110,7 @@ void gemm_q8_0_avx2(const void* w, size_t row_bytes, int nw, const GemmRow* x, i
   (void)b0, (void)b1, (void)state;  // whole rows only (kGemmSpanBlocksAvx2)
   for (int m = 0; m < nw; ++m) {  // AVX2 has 16 registers: one weight row per pass
     const auto* b = reinterpret_cast<const BlockQ8_0*>(static_cast<const uint8_t*>(w) + m * row_bytes);
-    switch (nx) {
-      case 4: q8_0_rows<4>(b, x, cols / kQK, y + m, ldy); break;
-      case 3: q8_0_rows<3>(b, x, cols / kQK, y + m, ldy); break;
-      case 2: q8_0_rows<2>(b, x, cols / kQK, y + m, ldy); break;
-      default: q8_0_rows<1>(b, x, cols / kQK, y + m, ldy); break;
-    }
+    with_nx(nx, [&]<int NX>() { q8_0_rows<NX>(b, x, cols / kQK, y + m, ldy); });
   }
 }
 

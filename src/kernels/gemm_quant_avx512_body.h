@@ -14,6 +14,7 @@
 
 #include "kernels/dot_quant_isa.h"
 #include "kernels/gemm_quant.h"
+#include "kernels/quant_ops_avx512.h"
 
 #define MP_CAT2(a, b) a##_##b
 #define MP_CAT(a, b) MP_CAT2(a, b)
@@ -22,14 +23,7 @@ namespace mp::kernels::detail {
 
 namespace {
 
-inline __m512i acc_nibbles2(__m512i acc, __m512i u0, __m512i s0, __m512i u1, __m512i s1) {
-#if MP_VNNI
-  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, u0, s0), u1, s1);
-#else
-  const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(u0, s0), _mm512_maddubs_epi16(u1, s1));
-  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
-#endif
-}
+using avx512_ops::acc_nibbles2;
 
 // |a| (unsigned) . (b with a's sign) summed per int32 lane: dot_i8 of dot_quant_avx512.cpp.
 inline __m512i dot_abs_signed(__m512i abs_a, __m512i signed_b) {
@@ -211,7 +205,26 @@ void q8_0_rows(const uint8_t* w0, size_t row_bytes, const GemmRow* x, int64_t nb
     for (int j = 0; j < NX; ++j) y[j * ldy + m] = _mm512_reduce_add_ps(_mm512_add_ps(acc0[m][j], acc1[m][j]));
 }
 
-static_assert(kGemmNx == 4, "the switches below cover nx = 1 .. 4");
+static_assert(kGemmNx == 4, "with_shape covers nx = 1 .. 4");
+
+// Calls f.template operator()<NW, NX>() for the run-time (nw, nx): nw = 2 or 1, nx = 4 .. 1.
+template <class F>
+inline void with_shape(int nw, int nx, F&& f) {
+  if (nw == 2) {
+    switch (nx) {
+      case 4: return f.template operator()<2, 4>();
+      case 3: return f.template operator()<2, 3>();
+      case 2: return f.template operator()<2, 2>();
+      default: return f.template operator()<2, 1>();
+    }
+  }
+  switch (nx) {
+    case 4: return f.template operator()<1, 4>();
+    case 3: return f.template operator()<1, 3>();
+    case 2: return f.template operator()<1, 2>();
+    default: return f.template operator()<1, 1>();
+  }
+}
 
 }  // namespace
 
@@ -219,44 +232,14 @@ void MP_CAT(gemm_q4_0, MP_SUFFIX)(const void* w, size_t row_bytes, int nw, const
                                   int64_t b0, int64_t b1, float* state, float* y, int64_t ldy) {
   const auto* b = static_cast<const uint8_t*>(w);
   const int64_t nb = cols / kQK;
-#define MP_ROWS(NW, NX) return q4_0_rows<NW, NX>(b, row_bytes, x, nb, b0, b1, state, y, ldy)
-  if (nw == 2) {
-    switch (nx) {
-      case 4: MP_ROWS(2, 4);
-      case 3: MP_ROWS(2, 3);
-      case 2: MP_ROWS(2, 2);
-      default: MP_ROWS(2, 1);
-    }
-  }
-  switch (nx) {
-    case 4: MP_ROWS(1, 4);
-    case 3: MP_ROWS(1, 3);
-    case 2: MP_ROWS(1, 2);
-    default: MP_ROWS(1, 1);
-  }
-#undef MP_ROWS
+  with_shape(nw, nx, [&]<int NW, int NX>() { q4_0_rows<NW, NX>(b, row_bytes, x, nb, b0, b1, state, y, ldy); });
 }
 
 void MP_CAT(gemm_q8_0, MP_SUFFIX)(const void* w, size_t row_bytes, int nw, const GemmRow* x, int nx, int64_t cols,
                                   int64_t b0, int64_t b1, float* state, float* y, int64_t ldy) {
   const auto* b = static_cast<const uint8_t*>(w);
   const int64_t nb = cols / kQK;
-#define MP_ROWS(NW, NX) return q8_0_rows<NW, NX>(b, row_bytes, x, nb, b0, b1, state, y, ldy)
-  if (nw == 2) {
-    switch (nx) {
-      case 4: MP_ROWS(2, 4);
-      case 3: MP_ROWS(2, 3);
-      case 2: MP_ROWS(2, 2);
-      default: MP_ROWS(2, 1);
-    }
-  }
-  switch (nx) {
-    case 4: MP_ROWS(1, 4);
-    case 3: MP_ROWS(1, 3);
-    case 2: MP_ROWS(1, 2);
-    default: MP_ROWS(1, 1);
-  }
-#undef MP_ROWS
+  with_shape(nw, nx, [&]<int NW, int NX>() { q8_0_rows<NW, NX>(b, row_bytes, x, nb, b0, b1, state, y, ldy); });
 }
 
 }  // namespace mp::kernels::detail

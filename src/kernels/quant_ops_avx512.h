@@ -1,0 +1,28 @@
+// Internal: integer building blocks shared by the AVX-512 dot kernels (dot_quant_avx512_body.h)
+// and the multi-row GEMM kernels (gemm_quant_avx512_body.h), so that both compute the same
+// int32 lanes by construction (the GEMM is tested bit-identical to matvec). Included inside
+// namespace mp::kernels::detail's anonymous namespace of a body, after MP_VNNI is defined.
+#pragma once
+#if !defined(MP_VNNI)
+#error "define MP_VNNI before including quant_ops_avx512.h"
+#endif
+#include <immintrin.h>
+
+#include <cstdint>
+
+namespace mp::kernels::detail::avx512_ops {
+
+inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
+
+// acc + the int32 sums of four adjacent u8 x s8 products of both (u, s) pairs, with nibbles
+// for u: without VNNI the two int16 pair sums (each <= 2 * 15 * 127) are added before widening.
+inline __m512i acc_nibbles2(__m512i acc, __m512i u0, __m512i s0, __m512i u1, __m512i s1) {
+#if MP_VNNI
+  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, u0, s0), u1, s1);
+#else
+  const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(u0, s0), _mm512_maddubs_epi16(u1, s1));
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
+#endif
+}
+
+}  // namespace mp::kernels::detail::avx512_ops
