@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "attention/dense.h"
@@ -143,8 +144,19 @@ void BM_MagicPig(benchmark::State& state) {
   const int k = static_cast<int>(state.range(1)), l = static_cast<int>(state.range(2));
   const Context& c = context(n);
   const KvView kv = c.cache->view(0);
-  MagicPigAttention pig(pig_config(k, l), shape());
-  pig.prefill_done(0, kv, kThreads);
+  // Tables are built once per (context length, K, L; contexts are deterministic) and reused by every run of the benchmark (Google
+  // Benchmark calls this function several times while it sizes the iteration count): building
+  // them costs ~1 s at 128k, more than the timed steps, and would bury attend() in profiles.
+  static std::map<std::tuple<int64_t, int, int>, std::unique_ptr<MagicPigAttention>> built;
+  auto& slot = built[{n, k, l}];
+  if (!slot) {
+    for (auto it = built.begin(); it != built.end();)  // one context's tables at a time
+      it = std::get<0>(it->first) != n ? built.erase(it) : std::next(it);
+    slot = std::make_unique<MagicPigAttention>(pig_config(k, l), shape());
+    slot->prefill_done(0, kv, kThreads);
+  }
+  MagicPigAttention& pig = *slot;
+  const Cost before = pig.cost();  // counters accumulate over runs: this run's share below
   std::vector<float> out(kHeads * kDim);
   int qi = 0;
   for (auto _ : state) {
@@ -153,9 +165,10 @@ void BM_MagicPig(benchmark::State& state) {
     benchmark::DoNotOptimize(out.data());
   }
   const double steps = static_cast<double>(state.iterations());
-  state.counters["keys_frac"] = pig.cost().fraction();
+  const double read = pig.cost().keys_read - before.keys_read;
+  state.counters["keys_frac"] = read / (pig.cost().keys_total - before.keys_total);
   // Rows gathered per step: (candidates + exact part) K and V rows of every query head.
-  state.counters["MB_read"] = pig.cost().keys_read / steps * kDim * 2.0 * 2 / 1e6;
+  state.counters["MB_read"] = read / steps * kDim * 2.0 * 2 / 1e6;
 }
 
 void BM_TableBuild(benchmark::State& state) {

@@ -6,6 +6,7 @@
 
 #include "attention/block_kernels.h"
 #include "attention/prefetch.h"
+#include "attention/sampled_walk.h"
 
 namespace mp::attn::blk::detail {
 
@@ -78,6 +79,7 @@ struct T {
 };
 
 #include "attention/block_kernels_simd.inc"
+#include "attention/sampled_walk_simd.inc"
 
 }  // namespace
 
@@ -96,3 +98,18 @@ void accumulate_avx512(bool bf16, const float* p, int rows, int64_t ldp, const u
 float exp_shift_sum_avx512(float* x, int n, float m) { return exp_shift_sum_impl(x, n, m); }
 
 }  // namespace mp::attn::blk::detail
+
+namespace mp::attn::sampled::detail {
+
+void score_walk_avx512(bool bf16, const Walk& w, const float* q, int d, const float* knorm, float* s, float* kn,
+                      int64_t lds, int* cnt) {
+  if (bf16) blk::detail::score_walk_impl<true>(w, q, d, knorm, s, kn, lds, cnt);
+  else blk::detail::score_walk_impl<false>(w, q, d, knorm, s, kn, lds, cnt);
+}
+
+void accumulate_walk_avx512(bool bf16, const Walk& w, const float* p, int64_t ldp, int d, float* acc, int* cnt) {
+  if (bf16) blk::detail::accumulate_walk_impl<true>(w, p, ldp, d, acc, cnt);
+  else blk::detail::accumulate_walk_impl<false>(w, p, ldp, d, acc, cnt);
+}
+
+}  // namespace mp::attn::sampled::detail

@@ -151,7 +151,7 @@ class SamplingCorrection {
   SamplingCorrection(int k, int l, int threshold);
   float at_theta(float theta) const {
     float t = theta * scale_;
-    t = t < 0 ? 0 : t;
+    t = t >= 0 ? t : 0;  // also NaN (from a NaN query) -> 0: the index below stays in range
     int i = static_cast<int>(t);
     i = i >= kIntervals ? kIntervals - 1 : i;
     if (exact_[i]) [[unlikely]] return exact(theta);
@@ -161,12 +161,29 @@ class SamplingCorrection {
   float at_cos(float c) const { return at_theta(acos_approx(c)); }
   int exact_intervals() const;
 
+  // The corrected logits of n candidates of one query head: out[i] = scale * dots[i] +
+  // at_cos(c_i) with c_i = (dots[i] - qm) / (qn * kn[i]), the cosine of q and the centred key
+  // (dots = q.k, kn = |k - mean|, qn = |q|, qm = q.mean), and c_i = 0 where qn * kn[i] <= 0
+  // (a zero-norm key or query). out may equal dots. The AVX2 path (8 candidates per step, the
+  // table read by gathers) does the same float operations in the same order as the scalar one.
+  void logits(const float* dots, const float* kn, int64_t n, float qn, float qm, float scale, float* out,
+              Isa isa = selected_isa()) const;
+  void logits_ref(const float* dots, const float* kn, int64_t n, float qn, float qm, float scale,
+                  float* out) const;
+
  private:
   float exact(double theta) const;
   int k_ = 0, l_ = 0, threshold_ = 1;
   float scale_ = 0;
   std::vector<float> table_;    // [kIntervals + 1]
   std::vector<uint8_t> exact_;  // [kIntervals]
+  bool any_exact_ = false;      // some interval is evaluated exactly: logits() runs the scalar path
 };
+
+namespace detail {
+// The AVX2 body of SamplingCorrection::logits for tables without exact intervals.
+void correction_logits_avx2(const float* table, int intervals, float theta_scale, const float* dots,
+                            const float* kn, int64_t n, float qn, float qm, float scale, float* out);
+}  // namespace detail
 
 }  // namespace mp::attn::lsh

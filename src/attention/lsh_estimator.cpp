@@ -1,4 +1,5 @@
 // Sampling probability u = P[Binomial(L, p^K) >= threshold] and its tabulated correction.
+#include <algorithm>
 #include <cmath>
 
 #include "attention/lsh.h"
@@ -38,10 +39,28 @@ SamplingCorrection::SamplingCorrection(int k, int l, int threshold)
       if (std::abs(interp - f(M_PI * (i + frac) / kIntervals)) > 2e-6) exact_[i] = 1;
     }
   scale_ = static_cast<float>(kIntervals / M_PI);
+  any_exact_ = exact_intervals() > 0;
 }
 
 float SamplingCorrection::exact(double theta) const {
   return static_cast<float>(-std::log(sampling_probability(std::cos(theta), k_, l_, threshold_) + kEpsilon));
+}
+
+void SamplingCorrection::logits_ref(const float* dots, const float* kn, int64_t n, float qn, float qm,
+                                    float scale, float* out) const {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = dots[i], den = qn * kn[i];
+    const float c = den > 0 ? (x - qm) / den : 0.0f;
+    const float sx = x * scale;
+    out[i] = sx + at_cos(c);
+  }
+}
+
+void SamplingCorrection::logits(const float* dots, const float* kn, int64_t n, float qn, float qm, float scale,
+                                float* out, Isa isa) const {
+  if (!any_exact_ && std::min(isa, best_isa()) >= Isa::Avx2)
+    return detail::correction_logits_avx2(table_.data(), kIntervals, scale_, dots, kn, n, qn, qm, scale, out);
+  logits_ref(dots, kn, n, qn, qm, scale, out);
 }
 
 int SamplingCorrection::exact_intervals() const {

@@ -13,7 +13,7 @@
 #include "attention/dense.h"
 #include "attention/magicpig_impl.h"
 #include "attention/partial_softmax.h"
-#include "attention/prefetch.h"
+#include "attention/sampled_walk.h"
 #include "common/error.h"
 #include "kernels/kernels.h"
 
@@ -183,8 +183,8 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
 // The G query heads of KV head kvh (q, out: G consecutive heads). Exact part over
 // [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens); sampled part over each head's
 // candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares the work that touches
-// memory: the candidates of all G heads form one sorted union whose K and V rows are prefetched
-// once per step; each head then scores and accumulates only the rows it drew. n_cand[g] =
+// memory: the candidates of its heads form one sorted union whose K and V rows are each fetched
+// once per step; each head scores and accumulates only the rows it drew. n_cand[g] =
 // #candidates of head g.
 void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q,
                                      float* out, int64_t* n_cand, Scratch& s) {
@@ -210,7 +210,7 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = s.qcodes_t[static_cast<size_t>(t) * G + g];
   const uint16_t* qcodes = s.qcodes.data();
 
-  // Candidate bitmaps per head, then their union as a sorted position list.
+  // Candidate bitmaps per head.
   const int64_t words = hs.tables.bitmap_words();
   s.seen.resize(static_cast<size_t>(words));
   s.cand.assign(static_cast<size_t>(words) * G, 0);
@@ -221,96 +221,78 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     hs.tables.retrieve_bits(qcodes + static_cast<size_t>(g) * L, thr, s.counter, s.seen.data(),
                             s.cand.data() + static_cast<size_t>(g) * words);
   }
-  // (No popcount here: baseline x86-64 has no popcnt instruction, so __builtin_popcountll is a
-  // libgcc call; n_cand is counted from the per-block member lists instead.)
-  s.pos.clear();
-  for (int g = 0; g < G; ++g) n_cand[g] = 0;
-  for (int64_t w = 0; w < words; ++w) {
-    uint64_t u = 0;
-    for (int g = 0; g < G; ++g) u |= s.cand[static_cast<size_t>(g) * words + w];
-    for (; u; u &= u - 1) s.pos.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(u)));
-  }
-  auto member = [&](int g, uint32_t p) { return (s.cand[static_cast<size_t>(g) * words + (p >> 6)] >> (p & 63)) & 1; };
   if (record_)
     for (int g = 0; g < G; ++g) {
       auto& rec = recorded_[kvh * G + g];
       rec.clear();
-      for (uint32_t p : s.pos)
-        if (member(g, p)) rec.push_back(p);
+      for (int64_t w = 0; w < words; ++w)
+        for (uint64_t u = s.cand[static_cast<size_t>(g) * words + w]; u; u &= u - 1)
+          rec.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(u)));
     }
 
-  // Sampled part, in blocks of kBlock union rows. The group's union is ~3.6x one head's
-  // candidates (the G heads draw mostly different keys), so scoring every union row against all
-  // G queries would do ~3.6x the needed dot/axpy work: each head instead copies just the rows it
-  // drew (from L1/L2: the union rows were prefetched once for the group) into a compact block
-  // and runs the 1-row kernels on it.
+  // Sampled part, per sub-group of <= 8 heads (one bit each in a row's head mask): the union of
+  // their candidates is walked twice, keys then values (sampled_walk.h). Between the walks each
+  // head's logits get the sampling correction and one softmax over all its candidates.
   s.st_sampled.assign(G, PartialSoftmax{});
   s.acc_sampled.assign(gd, 0.0f);
-  const int64_t nu = static_cast<int64_t>(s.pos.size());
-  if (nu > 0) {
-    std::vector<float> qn(G), qm(G);
-    for (int g = 0; g < G; ++g) {
+  const float* knorm = hs.key_norm.data();
+  for (int g0 = 0; g0 < G; g0 += sampled::kMaxHeads) {
+    const int gs = std::min(G - g0, sampled::kMaxHeads);
+    // (No popcount: baseline x86-64 has no popcnt instruction, so __builtin_popcountll is a
+    // libgcc call; the counts come from the union walk instead.)
+    s.pos.clear();
+    s.mask.clear();
+    int cnt[sampled::kMaxHeads] = {};
+    for (int64_t w = 0; w < words; ++w) {
+      uint64_t u = 0;
+      for (int g = 0; g < gs; ++g) u |= s.cand[static_cast<size_t>(g0 + g) * words + w];
+      for (; u; u &= u - 1) {
+        const int b = __builtin_ctzll(u);
+        unsigned m = 0;
+        for (int g = 0; g < gs; ++g) {
+          const unsigned bit = (s.cand[static_cast<size_t>(g0 + g) * words + w] >> b) & 1;
+          m |= bit << g;
+          cnt[g] += static_cast<int>(bit);
+        }
+        s.pos.push_back(static_cast<uint32_t>(w * 64 + b));
+        s.mask.push_back(static_cast<uint8_t>(m));
+      }
+    }
+    int64_t lds = 0;
+    for (int g = 0; g < gs; ++g) {
+      n_cand[g0 + g] = cnt[g];
+      lds = std::max<int64_t>(lds, cnt[g]);
+    }
+    if (lds == 0) continue;
+    sampled::Walk walk;
+    walk.pos = s.pos.data();
+    walk.mask = s.mask.data();
+    walk.n = static_cast<int64_t>(s.pos.size());
+    s.s.resize(static_cast<size_t>(gs * lds));
+    s.kn.resize(static_cast<size_t>(gs * lds));
+    const float* qg = q + static_cast<size_t>(g0) * d;
+    walk.base = kv.key(kvh, 0);
+    int e[sampled::kMaxHeads] = {};
+    sampled::score_walk(kv.dtype, walk, qg, gs, d, knorm, s.s.data(), s.kn.data(), lds, e, isa);
+    for (int g = 0; g < gs; ++g) {
+      if (cnt[g] == 0) continue;
+      float* sg = s.s.data() + g * lds;
       double qq = 0, qmd = 0;
       for (int i = 0; i < d; ++i) {
-        const double x = q[g * d + i];
+        const double x = qg[g * d + i];
         qq += x * x;
         qmd += x * hs.mean[i];
       }
-      qn[g] = static_cast<float>(std::sqrt(qq));
-      qm[g] = static_cast<float>(qmd);
+      corr_->logits(sg, s.kn.data() + g * lds, cnt[g], static_cast<float>(std::sqrt(qq)), static_cast<float>(qmd),
+                    scale, sg, isa);
+      PartialSoftmax& ps = s.st_sampled[g0 + g];
+      ps.m = blk::max_of(sg, cnt[g]);
+      ps.l = blk::exp_shift_sum(sg, cnt[g], ps.m, isa);
     }
-    constexpr int kBlock = kKeyBlock;
-    constexpr int64_t kAhead = 48;  // union rows: ~24 KB of K and V requested ahead
-    s.kbuf.resize(static_cast<size_t>(kBlock) * d);
-    s.vbuf.resize(static_cast<size_t>(kBlock) * d);
-    s.s.resize(kBlock);
-    const size_t row_bytes = static_cast<size_t>(d) * sizeof(uint16_t);
-    const uint32_t* pos = s.pos.data();
-    const float* knorm = hs.key_norm.data();
-    for (int64_t a = 0; a < std::min(nu, kAhead); ++a) {
-      prefetch_range(kv.key(kvh, pos[a]), row_bytes);
-      prefetch_range(kv.value(kvh, pos[a]), row_bytes);
-    }
-    for (int64_t b = 0; b < nu; b += kBlock) {
-      const int n = static_cast<int>(std::min<int64_t>(kBlock, nu - b));
-      const uint32_t* bp = pos + b;
-      // Rows are scattered, so the hardware prefetcher cannot help: ask for the K and V rows
-      // (and key norms) kAhead union rows further on, spread over the heads' copies below.
-      int64_t next_pf = b + kAhead;
-      const int64_t pf_end = std::min(nu, b + n + kAhead);
-      const int64_t pf_per_head = (pf_end - next_pf + G - 1) / G;
-      for (int g = 0; g < G; ++g) {
-        for (const int64_t stop = std::min(pf_end, next_pf + pf_per_head); next_pf < stop; ++next_pf) {
-          prefetch_range(kv.key(kvh, pos[next_pf]), row_bytes);
-          prefetch_range(kv.value(kvh, pos[next_pf]), row_bytes);
-          prefetch(knorm + pos[next_pf]);
-        }
-        // The rows head g drew, compacted branch-free (a membership branch mispredicts often).
-        const uint64_t* cg = s.cand.data() + static_cast<size_t>(g) * words;
-        int nm = 0;
-        for (int j = 0; j < n; ++j) {
-          s.members[nm] = j;
-          nm += static_cast<int>((cg[bp[j] >> 6] >> (bp[j] & 63)) & 1);
-        }
-        if (nm == 0) continue;
-        n_cand[g] += nm;
-        for (int m = 0; m < nm; ++m)
-          std::memcpy(s.kbuf.data() + static_cast<size_t>(m) * d, kv.key(kvh, bp[s.members[m]]), row_bytes);
-        float* sg = s.s.data();
-        blk::scores(kv.dtype, q + static_cast<size_t>(g) * d, 1, d, s.kbuf.data(), nm, 1.0f, sg, kBlock, isa);
-        for (int m = 0; m < nm; ++m) {
-          // Zero-norm key or query: cosine defined as 0.
-          const float x = sg[m], den = qn[g] * knorm[bp[s.members[m]]];
-          const float c = den > 0 ? (x - qm[g]) / den : 0.0f;
-          sg[m] = x * scale + corr_->at_cos(c);
-        }
-        float* ag = s.acc_sampled.data() + static_cast<size_t>(g) * d;
-        fold_block(sg, 1, kBlock, nm, &s.st_sampled[g], ag, d, isa);
-        for (int m = 0; m < nm; ++m)
-          std::memcpy(s.vbuf.data() + static_cast<size_t>(m) * d, kv.value(kvh, bp[s.members[m]]), row_bytes);
-        blk::accumulate(kv.dtype, sg, 1, kBlock, s.vbuf.data(), nm, d, ag, isa);
-      }
-    }
+    walk.base = kv.value(kvh, 0);
+    std::fill(e, e + sampled::kMaxHeads, 0);
+    sampled::accumulate_walk(kv.dtype, walk, s.s.data(), lds, gs, d, s.acc_sampled.data() + static_cast<size_t>(g0) * d,
+                             e, isa);
   }
   for (int g = 0; g < G; ++g) {
     float* ae = s.acc_exact.data() + static_cast<size_t>(g) * d;

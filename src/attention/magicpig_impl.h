@@ -57,10 +57,10 @@ class MagicPigAttention final : public SequenceAttention {
     lsh::CollisionCounter counter;
     std::vector<uint64_t> seen, cand;   // bitmaps: [words] and [G][words]
     std::vector<uint16_t> qcodes_t, qcodes;  // the group's query codes: [L][G] and [G][L]
-    std::vector<uint32_t> pos;          // union of the group's candidates, sorted
-    std::vector<uint16_t> kbuf, vbuf;   // K / V rows one head drew in one block
-    std::vector<float> s, acc_exact, acc_sampled;
-    int members[kKeyBlock];             // block rows that one head drew
+    std::vector<uint32_t> pos;          // union of a sub-group's candidates, sorted
+    std::vector<uint8_t> mask;          // per union row: which heads of the sub-group drew it
+    std::vector<float> s, kn;           // per head: logits, then weights / key norms of its candidates
+    std::vector<float> acc_exact, acc_sampled;
     std::vector<PartialSoftmax> st_exact, st_sampled;
     RowsScratch rows;
   };
