@@ -6,9 +6,10 @@
 // and attention results do not depend on the thread count, so with
 // CpuDecodeBatchBackend (matvec per row on cache-resident weight blocks) every row equals
 // forward_decode bit for bit. With CpuBackend (kernels::matmul) rows of quantised weights
-// (Q4_0, Q8_0, Q4_K, Q6_K) are also bit-identical (8-bit activations, matvec's integer lanes and
-// f32 order per row); float weights use an f32 GEMM from 4 rows, so rows differ by its
-// rounding; tests/model/test_forward_batch.cpp measures both.
+// (Q4_0, Q8_0, Q4_K, Q6_K) use 8-bit activations and matvec's exact integer block sums; they are
+// bit-identical except for Q4_0 / Q8_0 on AVX-512 VNNI, whose packed GEMM (gemm_packed.h) sums
+// the blocks in another f32 order; float weights use an f32 GEMM from 4 rows, so rows differ by
+// its rounding; tests/model/test_forward_batch.cpp measures both.
 #include <algorithm>
 #include <cmath>
 #include <exception>

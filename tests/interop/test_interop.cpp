@@ -166,7 +166,7 @@ INSTANTIATE_TEST_SUITE_P(
     //      weights to f16 inside its KQ / KQV products, magicpig keeps them in f32.
     // F16: in addition llama.cpp rounds the activations to f16 for F16-weight products.
     // Q*:  both quantise activations to 8 bits in prefill and decode (Q8_0 blocks of 32, Q8_K
-    //      of 256; magicpig's prefill is bit-identical to its token-by-token decode), but the
+    //      of 256; magicpig's prefill equals its token-by-token decode up to f32 summation order), but the
     //      engines sum the block products in different f32 orders (and round other things
     //      differently, see F32/F16), and a tiny upstream difference flips individual 8-bit
     //      roundings; the RMS distance of each engine from the double reference is of the same

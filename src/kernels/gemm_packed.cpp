@@ -1,0 +1,119 @@
+// Driver and scalar twins of the packed Q4_0 / Q8_0 prefill GEMM (gemm_packed.h).
+#include "kernels/gemm_packed.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <memory>
+
+#include "common/half.h"
+#include "kernels/quant_blocks.h"
+
+namespace mp::kernels::detail {
+
+namespace {
+
+// Weight rows per task: four panels share every X span loaded into L1 (X is read from L3
+// once per tile and span, 64 rows of weights per pass), and 1024-row matrices still give
+// 16 tasks for dynamic scheduling over the threads.
+constexpr int kTilePanels = 4;
+constexpr int64_t kTileRows = kTilePanels * kPackRows;
+// Blocks per column span: a span of kPackedNx X rows (64 * 40 B each = 20 KiB) stays in L1
+// while the tile's four panels (4 * 64 * 576 B = 144 KiB, L2) pass over it.
+constexpr int64_t kSpanBlocks = 64;
+
+// Value v (0..31) of row r's block b, as the unsigned byte the kernel multiplies.
+uint8_t packed_value(DType t, const uint8_t* row, int64_t b, int v) {
+  if (t == DType::Q4_0) {
+    const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
+    return v < 16 ? blk.qs[v] & 0xF : blk.qs[v - 16] >> 4;
+  }
+  const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
+  return static_cast<uint8_t>(blk.qs[v] ^ 0x80);  // q + 128
+}
+
+uint16_t block_scale(DType t, const uint8_t* row, int64_t b) {
+  return t == DType::Q4_0 ? reinterpret_cast<const BlockQ4_0*>(row)[b].d : reinterpret_cast<const BlockQ8_0*>(row)[b].d;
+}
+
+}  // namespace
+
+void pack_panel_scalar(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
+  for (int64_t b = b0; b < b1; ++b) {
+    uint8_t* o = out + (b - b0) * kPackBlockBytes;
+    float scales[kPackRows];
+    for (int r = 0; r < kPackRows; ++r) {
+      const uint8_t* row = w + std::min(r, nr - 1) * row_bytes;
+      for (int k = 0; k < 8; ++k)
+        for (int c = 0; c < 4; ++c) o[k * 64 + r * 4 + c] = packed_value(t, row, b, 4 * k + c);
+      scales[r] = fp16_to_f32(block_scale(t, row, b));
+    }
+    std::memcpy(o + 8 * 64, scales, sizeof(scales));
+  }
+}
+
+void gemm_packed_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
+                        int64_t ldy, int nr, bool first) {
+  for (int j = 0; j < nx; ++j)
+    for (int r = 0; r < nr; ++r) {
+      float acc = first ? 0.0f : y[j * ldy + r];
+      for (int64_t b = 0; b < nblk; ++b) {
+        const uint8_t* pb = pack + b * kPackBlockBytes;
+        const ActQ8& xb = x[j * ldx + b];
+        int32_t isum = xb.sum;  // the offset (prepare_packed_x)
+        for (int v = 0; v < kQK; ++v) isum += int32_t(pb[(v / 4) * 64 + r * 4 + v % 4]) * xb.qs[v];
+        float wd;
+        std::memcpy(&wd, pb + 8 * 64 + r * 4, 4);
+        const float d = wd * xb.d;  // rounded to f32 first, as the kernel's vmulps
+        acc = std::fma(d, static_cast<float>(isum), acc);
+      }
+      y[j * ldy + r] = acc;
+    }
+}
+
+void prepare_packed_x(DType t, const float* x, int64_t cols, ActQ8* out) {
+  quantize_act_q8(x, out, cols);
+  const int32_t offset = t == DType::Q4_0 ? -8 : -128;
+  for (int64_t b = 0; b < cols / kQK; ++b) out[b].sum *= offset;
+}
+
+void matmul_packed(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
+                   int n_threads, const PackedGemmFns& fns) {
+  const size_t row_bytes = dtype_row_bytes(t, cols);
+  const int64_t nb = cols / kQK;
+  // Default-initialised: every block is written by prepare_packed_x.
+  std::unique_ptr<ActQ8[]> xq(new ActQ8[static_cast<size_t>(n * nb)]);
+#pragma omp parallel for num_threads(n_threads) schedule(static)
+  for (int64_t i = 0; i < n; ++i) fns.prepare(t, X + i * cols, cols, xq.get() + i * nb);
+  const auto* w = static_cast<const uint8_t*>(W);
+  const int64_t n_tiles = (rows + kTileRows - 1) / kTileRows;
+#pragma omp parallel num_threads(n_threads)
+  {
+    std::unique_ptr<uint8_t[]> panels(new uint8_t[kTilePanels * kSpanBlocks * kPackBlockBytes + 64]);
+    uint8_t* buf = panels.get() + (64 - reinterpret_cast<uintptr_t>(panels.get()) % 64) % 64;
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t tile = 0; tile < n_tiles; ++tile) {
+      const int64_t r0 = tile * kTileRows;
+      const int np = static_cast<int>((std::min(rows, r0 + kTileRows) - r0 + kPackRows - 1) / kPackRows);
+      for (int64_t b0 = 0; b0 < nb; b0 += kSpanBlocks) {
+        const int64_t b1 = std::min(nb, b0 + kSpanBlocks);
+        for (int p = 0; p < np; ++p) {
+          const int64_t pr = r0 + p * kPackRows;
+          const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - pr));
+          fns.pack(t, w + pr * row_bytes, row_bytes, nr, b0, b1, buf + p * kSpanBlocks * kPackBlockBytes);
+        }
+        for (int64_t i0 = 0; i0 < n; i0 += kPackedNx) {
+          const int nx = static_cast<int>(std::min<int64_t>(kPackedNx, n - i0));
+          for (int p = 0; p < np; ++p) {
+            const int64_t pr = r0 + p * kPackRows;
+            const int nr = static_cast<int>(std::min<int64_t>(kPackRows, rows - pr));
+            fns.kernel(buf + p * kSpanBlocks * kPackBlockBytes, b1 - b0, xq.get() + i0 * nb + b0, nb, nx,
+                   Y + i0 * rows + pr, rows, nr, b0 == 0);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace mp::kernels::detail

@@ -1,0 +1,61 @@
+// Internal: the fast prefill GEMM for Q4_0 / Q8_0 weights on AVX-512 VNNI (matmul_quant's path
+// there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32 order: it is ~2x faster
+// because every int32 lane of vpdpbusd is one whole output's block dot, so the f32 work (cvt,
+// scale, fma) is one lane per (output, block) instead of four (matvec's lane layout).
+//
+// Per task (a tile of kGemmTileRows weight rows) and column span, the weights are repacked on
+// the fly (no change to the model's memory) into panels of kPackRows rows: per block, 8
+// vectors where chunk k holds values 4k..4k+3 of each of the 16 rows as unsigned bytes (Q4_0:
+// the nibble q in 0..15; Q8_0: q + 128), then the 16 rows' scales as f32. X rows are quantised
+// exactly as matvec does (quantize_act_q8), with ActQ8::sum replaced by the int32 offset of
+// the unsigned weights (-8 * sum for Q4_0, -128 * sum for Q8_0). Per (output, block):
+//   isum = off + sum_k dot4(w chunk k, x chunk k)          (exact int32, = matvec's integer sum)
+//   acc  = fma(w.d * x.d, float(isum), acc)                (blocks in order, one accumulator)
+// so outputs differ from matvec only by f32 rounding (tests bound it), and the SIMD kernel is
+// bit-identical to its scalar twin (gemm_packed_scalar).
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include "common/dtype.h"
+#include "kernels/act_quant.h"
+
+namespace mp::kernels::detail {
+
+constexpr int kPackRows = 16;                   // weight rows per panel (one f32 vector of outputs)
+constexpr size_t kPackBlockBytes = 8 * 64 + 64;  // per block: 8 chunk vectors + 16 f32 scales
+constexpr int kPackedNx = 8;                     // X rows per kernel call
+
+// Panel of rows [0, nr) (nr <= kPackRows; missing rows repeat row nr - 1) for blocks [b0, b1)
+// of a Q4_0 or Q8_0 matrix whose row 0 starts at w; out gets (b1 - b0) * kPackBlockBytes.
+using PackPanel = void (*)(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1,
+                           uint8_t* out);
+// y[j * ldy + r] (r < nr, j < nx <= kPackedNx) = (first ? 0 : y[j * ldy + r]) accumulated over
+// the nblk packed blocks against X row j's blocks x[j * ldx + 0 .. nblk) (offset form, above).
+using PackedKernel = void (*)(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
+                              int64_t ldy, int nr, bool first);
+
+void pack_panel_scalar(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out);
+void gemm_packed_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
+                        int64_t ldy, int nr, bool first);
+void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out);
+void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
+                            int64_t ldy, int nr, bool first);
+
+// X row (cols values) quantised as matvec does, then sum -> the weight type's offset. The
+// AVX-512 twin gives the same bytes for finite x (NaN propagates differently through amax).
+using PrepareX = void (*)(DType t, const float* x, int64_t cols, ActQ8* out);
+void prepare_packed_x(DType t, const float* x, int64_t cols, ActQ8* out);
+void prepare_packed_x_avx512(DType t, const float* x, int64_t cols, ActQ8* out);
+
+// Y[i][r] for t = Q4_0 or Q8_0 with the given functions (the SIMD ones in production, the
+// scalar twins in tests). Arguments already validated by matmul.
+struct PackedGemmFns {
+  PrepareX prepare;
+  PackPanel pack;
+  PackedKernel kernel;
+};
+void matmul_packed(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
+                   int n_threads, const PackedGemmFns& fns);
+
+}  // namespace mp::kernels::detail

@@ -1,0 +1,81 @@
+// AVX-512 VNNI kernel of the packed prefill GEMM (gemm_packed.h): per block, the panel's 8
+// chunk vectors are loaded once and reused for kPackedNx X rows; each X chunk is a 4-byte
+// broadcast, so int32 lane r of the vpdpbusd sums is output r's whole block dot. Chosen at run
+// time only when the CPU has avx512_vnni (matmul_quant); target set here as in
+// dot_quant_vnni_avx512.cpp.
+#ifdef __clang__
+#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
+#else
+#pragma GCC target("avx512vnni")
+#endif
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#include <immintrin.h>
+
+#include <cstring>
+
+#include "kernels/gemm_packed.h"
+
+namespace mp::kernels::detail {
+
+namespace {
+
+inline __m512i bcast4(const int8_t* p) {
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return _mm512_set1_epi32(v);
+}
+
+template <int NX>
+void packed_rows(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, float* y, int64_t ldy,
+                 __mmask16 mask, bool first) {
+  __m512 acc[NX];
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) acc[j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + j * ldy);
+  for (int64_t b = 0; b < nblk; ++b) {
+    const uint8_t* pb = pack + b * kPackBlockBytes;
+    __m512i w[8];
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; ++k) w[k] = _mm512_load_si512(pb + 64 * k);
+    const __m512 wd = _mm512_load_ps(pb + 8 * 64);
+#pragma GCC unroll 8
+    for (int j = 0; j < NX; ++j) {
+      const ActQ8& xb = x[j * ldx + b];
+      // Two chains of four: the int32 sums are exact, so splitting them changes nothing.
+      __m512i s0 = _mm512_set1_epi32(xb.sum), s1 = _mm512_setzero_si512();
+#pragma GCC unroll 4
+      for (int k = 0; k < 8; k += 2) {
+        s0 = _mm512_dpbusd_epi32(s0, w[k], bcast4(xb.qs + 4 * k));
+        s1 = _mm512_dpbusd_epi32(s1, w[k + 1], bcast4(xb.qs + 4 * k + 4));
+      }
+      const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(xb.d));
+      acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[j]);
+    }
+  }
+#pragma GCC unroll 8
+  for (int j = 0; j < NX; ++j) _mm512_mask_storeu_ps(y + j * ldy, mask, acc[j]);
+}
+
+}  // namespace
+
+void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
+                            int64_t ldy, int nr, bool first) {
+  static_assert(kPackedNx == 8, "the switch covers nx = 1 .. 8");
+  const auto mask = static_cast<__mmask16>((1u << nr) - 1);
+  switch (nx) {
+    case 8: return packed_rows<8>(pack, nblk, x, ldx, y, ldy, mask, first);
+    case 7: return packed_rows<7>(pack, nblk, x, ldx, y, ldy, mask, first);
+    case 6: return packed_rows<6>(pack, nblk, x, ldx, y, ldy, mask, first);
+    case 5: return packed_rows<5>(pack, nblk, x, ldx, y, ldy, mask, first);
+    case 4: return packed_rows<4>(pack, nblk, x, ldx, y, ldy, mask, first);
+    case 3: return packed_rows<3>(pack, nblk, x, ldx, y, ldy, mask, first);
+    case 2: return packed_rows<2>(pack, nblk, x, ldx, y, ldy, mask, first);
+    default: return packed_rows<1>(pack, nblk, x, ldx, y, ldy, mask, first);
+  }
+}
+
+}  // namespace mp::kernels::detail
+
+#ifdef __clang__
+#pragma clang attribute pop
+#endif

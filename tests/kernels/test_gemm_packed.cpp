@@ -1,0 +1,133 @@
+// The packed Q4_0 / Q8_0 prefill GEMM (gemm_packed.h): the AVX-512 panel packing must give the
+// scalar twin's bytes, the VNNI kernel the scalar twin's floats bit for bit (same integer sums,
+// same f32 operations per output) over nx / nr tails, spans and accumulation from y; the whole
+// driver run with the SIMD pair must equal it run with the scalar twins bit for bit, and the
+// scalar twins must match matvec to within f32 rounding (same integer block sums, different
+// f32 order). SIMD parts run only where the CPU has AVX-512 VNNI.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "kernels/gemm_packed.h"
+#include "kernels/kernels.h"
+#include "kernels/row_dot.h"
+#include "test_util.h"
+
+namespace mp::kernels {
+namespace {
+
+using namespace detail;
+using test::random_floats;
+
+bool simd_usable() { return selected_isa() >= Isa::Avx512 && avx512_vnni_kernels_usable(); }
+
+std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto wf = random_floats(rows * cols, seed);
+  const size_t rb = dtype_row_bytes(t, cols);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+  return w;
+}
+
+// 64-byte aligned buffer of n bytes (the SIMD packer stores aligned vectors).
+struct Aligned {
+  std::vector<uint8_t> raw;
+  uint8_t* p;
+  explicit Aligned(size_t n) : raw(n + 64, 0xAB) { p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64; }
+};
+
+TEST(GemmPacked, PackSimdMatchesScalar) {
+  if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t cols = 32 * 11, rows = 16;
+    const auto w = make_weights(t, rows, cols, 3);
+    const size_t rb = dtype_row_bytes(t, cols);
+    for (int nr : {1, 5, 16})
+      for (auto [b0, b1] : {std::pair<int64_t, int64_t>{0, 11}, {3, 4}, {7, 11}}) {
+        Aligned a((b1 - b0) * kPackBlockBytes), s((b1 - b0) * kPackBlockBytes);
+        pack_panel_avx512(t, w.data(), rb, nr, b0, b1, a.p);
+        pack_panel_scalar(t, w.data(), rb, nr, b0, b1, s.p);
+        ASSERT_EQ(std::vector<uint8_t>(a.p, a.p + (b1 - b0) * kPackBlockBytes),
+                  std::vector<uint8_t>(s.p, s.p + (b1 - b0) * kPackBlockBytes))
+            << dtype_name(t) << " nr=" << nr << " b0=" << b0;
+      }
+  }
+}
+
+TEST(GemmPacked, PrepareXSimdMatchesScalar) {
+  if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t nb = 13;
+    auto x = random_floats(nb * 32, 19, -3.0f, 3.0f);
+    for (int k = 0; k < 32; ++k) x[32 + k] = 0.0f;                    // amax 0: d = 0, q = 0
+    for (int k = 0; k < 32; ++k) x[64 + k] = 0.5f * (k - 16) / 127;  // many values near .5 steps
+    std::vector<ActQ8> a(nb), s(nb);
+    prepare_packed_x_avx512(t, x.data(), nb * 32, a.data());
+    prepare_packed_x(t, x.data(), nb * 32, s.data());
+    for (int64_t b = 0; b < nb; ++b) {
+      ASSERT_EQ(a[b].d, s[b].d) << b;
+      ASSERT_EQ(a[b].sum, s[b].sum) << b;
+      ASSERT_EQ(std::vector<int8_t>(a[b].qs, a[b].qs + 32), std::vector<int8_t>(s[b].qs, s[b].qs + 32)) << b;
+    }
+  }
+}
+
+TEST(GemmPacked, KernelSimdMatchesScalarBitForBit) {
+  if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
+  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+    const int64_t nb = 9, cols = nb * 32, ldy = 21;
+    const auto w = make_weights(t, kPackRows, cols, 7);
+    Aligned pack(nb * kPackBlockBytes);
+    pack_panel_scalar(t, w.data(), dtype_row_bytes(t, cols), kPackRows, 0, nb, pack.p);
+    const auto X = random_floats(kPackedNx * cols, 11);
+    std::vector<ActQ8> xq(kPackedNx * nb);
+    for (int j = 0; j < kPackedNx; ++j) prepare_packed_x(t, X.data() + j * cols, cols, xq.data() + j * nb);
+    const auto y0 = random_floats(kPackedNx * ldy, 13);
+    for (int nx = 1; nx <= kPackedNx; ++nx)
+      for (int nr : {1, 3, 15, 16})
+        for (bool first : {true, false}) {
+          std::vector<float> a = y0, s = y0;
+          gemm_packed_avx512vnni(pack.p, nb, xq.data(), nb, nx, a.data(), ldy, nr, first);
+          gemm_packed_scalar(pack.p, nb, xq.data(), nb, nx, s.data(), ldy, nr, first);
+          ASSERT_EQ(a, s) << dtype_name(t) << " nx=" << nx << " nr=" << nr << " first=" << first;
+        }
+  }
+}
+
+// rows: panel and tile tails (70 = 4 + 2 panels, last partial); cols 4640 = 145 blocks: three
+// column spans with accumulation through Y; n: kernel nx tails.
+TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
+  for (DType t : {DType::Q4_0, DType::Q8_0})
+    for (int64_t cols : {32, 160, 4640})
+      for (int64_t rows : {1, 17, 70}) {
+        const auto w = make_weights(t, rows, cols, 5 + static_cast<uint32_t>(rows + cols));
+        const int64_t n = cols == 4640 ? 11 : 13;
+        const auto X = random_floats(n * cols, 17 + static_cast<uint32_t>(cols));
+        std::vector<float> s(n * rows + 4, 7.0f);
+        matmul_packed(t, w.data(), rows, cols, X.data(), n, s.data(), 2,
+                      {prepare_packed_x, pack_panel_scalar, gemm_packed_scalar});
+        for (int e = 0; e < 4; ++e) ASSERT_EQ(s[n * rows + e], 7.0f) << "wrote past Y";
+        if (simd_usable()) {
+          std::vector<float> a(n * rows + 4, 7.0f);
+          matmul_packed(t, w.data(), rows, cols, X.data(), n, a.data(), 2,
+                        {prepare_packed_x_avx512, pack_panel_avx512, gemm_packed_avx512vnni});
+          ASSERT_EQ(a, s) << dtype_name(t) << " rows=" << rows << " cols=" << cols;
+        }
+        std::vector<float> y(rows), wd(cols);
+        const size_t rb = dtype_row_bytes(t, cols);
+        for (int64_t i = 0; i < n; ++i) {
+          matvec(t, w.data(), rows, cols, X.data() + i * cols, y.data(), 1, Isa::Scalar);
+          for (int64_t r = 0; r < rows; ++r) {
+            dequantize_row(t, w.data() + r * rb, wd.data(), cols);
+            double m = 0;
+            for (int64_t k = 0; k < cols; ++k) m += std::fabs(double(wd[k]) * X[i * cols + k]);
+            ASSERT_NEAR(s[i * rows + r], y[r], 2 * (double(cols) / 32 + 4) * 1.2e-7 * 2 * m)
+                << dtype_name(t) << " rows=" << rows << " cols=" << cols << " i=" << i << " r=" << r;
+          }
+        }
+      }
+}
+
+}  // namespace
+}  // namespace mp::kernels
