@@ -9,19 +9,6 @@
 
 namespace mp::attn::blk {
 
-namespace {
-
-inline float load_kv(bool bf16, uint16_t x) { return bf16 ? bf16_to_f32(x) : fp16_to_f32(x); }
-
-Isa clamp(Isa requested, int d) {
-  Isa isa = std::min(requested, best_isa());
-  if (isa == Isa::Avx512 && d % 16 != 0) isa = Isa::Avx2;
-  if (isa == Isa::Avx2 && d % 8 != 0) isa = Isa::Scalar;
-  return isa;
-}
-
-}  // namespace
-
 void scores_ref(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
                 float* s, int64_t lds) {
   const bool bf = kv_type == DType::BF16;
@@ -70,7 +57,7 @@ float max_of(const float* x, int n) {
 void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
             float* s, int64_t lds, Isa isa, const uint16_t* pf) {
   const bool bf = kv_type == DType::BF16;
-  switch (clamp(isa, d)) {
+  switch (clamp_isa(isa, d)) {
     case Isa::Avx512: return detail::scores_avx512(bf, q, rows, d, k, n, scale, s, lds, pf);
     case Isa::Avx2: return detail::scores_avx2(bf, q, rows, d, k, n, scale, s, lds, pf);
     case Isa::Scalar: break;
@@ -81,7 +68,7 @@ void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, i
 void accumulate(DType kv_type, const float* p, int rows, int64_t ldp, const uint16_t* v, int n, int d,
                 float* acc, Isa isa, const uint16_t* pf) {
   const bool bf = kv_type == DType::BF16;
-  switch (clamp(isa, d)) {
+  switch (clamp_isa(isa, d)) {
     case Isa::Avx512: return detail::accumulate_avx512(bf, p, rows, ldp, v, n, d, acc, pf);
     case Isa::Avx2: return detail::accumulate_avx2(bf, p, rows, ldp, v, n, d, acc, pf);
     case Isa::Scalar: break;
@@ -90,7 +77,7 @@ void accumulate(DType kv_type, const float* p, int rows, int64_t ldp, const uint
 }
 
 float exp_shift_sum(float* x, int n, float m, Isa isa) {
-  switch (clamp(isa, 16)) {
+  switch (clamp_isa(isa, 16)) {
     case Isa::Avx512: return detail::exp_shift_sum_avx512(x, n, m);
     case Isa::Avx2: return detail::exp_shift_sum_avx2(x, n, m);
     case Isa::Scalar: break;

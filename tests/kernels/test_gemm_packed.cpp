@@ -19,16 +19,10 @@ namespace {
 
 using namespace detail;
 using test::random_floats;
+using test::random_weights;
 
 bool simd_usable() { return selected_isa() >= Isa::Avx512 && avx512_vnni_kernels_usable(); }
 
-std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  const auto wf = random_floats(rows * cols, seed);
-  const size_t rb = dtype_row_bytes(t, cols);
-  std::vector<uint8_t> w(rb * rows);
-  for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
-  return w;
-}
 
 // 64-byte aligned buffer of n bytes (the SIMD packer stores aligned vectors).
 struct Aligned {
@@ -41,7 +35,7 @@ TEST(GemmPacked, PackSimdMatchesScalar) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
     const int64_t cols = 32 * 11, rows = 16;
-    const auto w = make_weights(t, rows, cols, 3);
+    const auto w = random_weights(t, rows, cols, 3);
     const size_t rb = dtype_row_bytes(t, cols);
     for (int nr : {1, 5, 16})
       for (auto [b0, b1] : {std::pair<int64_t, int64_t>{0, 11}, {3, 4}, {7, 11}}) {
@@ -77,7 +71,7 @@ TEST(GemmPacked, KernelSimdMatchesScalarBitForBit) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
   for (DType t : {DType::Q4_0, DType::Q8_0}) {
     const int64_t nb = 9, cols = nb * 32, ldy = 21;
-    const auto w = make_weights(t, kPackRows, cols, 7);
+    const auto w = random_weights(t, kPackRows, cols, 7);
     Aligned pack(nb * kPackBlockBytes);
     pack_panel_scalar(t, w.data(), dtype_row_bytes(t, cols), kPackRows, 0, nb, pack.p);
     const auto X = random_floats(kPackedNx * cols, 11);
@@ -101,7 +95,7 @@ TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
   for (DType t : {DType::Q4_0, DType::Q8_0})
     for (int64_t cols : {32, 160, 4640})
       for (int64_t rows : {1, 17, 70}) {
-        const auto w = make_weights(t, rows, cols, 5 + static_cast<uint32_t>(rows + cols));
+        const auto w = random_weights(t, rows, cols, 5 + static_cast<uint32_t>(rows + cols));
         const int64_t n = cols == 4640 ? 11 : 13;
         const auto X = random_floats(n * cols, 17 + static_cast<uint32_t>(cols));
         std::vector<float> s(n * rows + 4, 7.0f);

@@ -25,16 +25,10 @@ namespace {
 
 using test::isas_to_test;
 using test::random_floats;
+using test::random_weights;
 
 constexpr DType kQuantTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
-std::vector<uint8_t> make_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
-  const auto wf = random_floats(rows * cols, seed);
-  const size_t rb = dtype_row_bytes(t, cols);
-  std::vector<uint8_t> w(rb * rows);
-  for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
-  return w;
-}
 
 std::vector<int64_t> cols_for(DType t) {
   if (dtype_block_size(t) == 256) return {256, 768};
@@ -78,7 +72,7 @@ TEST(MatmulQuant, BitIdenticalToMatvecPerRow) {
   for (DType t : kQuantTypes) {
     for (int64_t cols : cols_for(t)) {
       for (int64_t rows : {1, 7, 70}) {
-        const auto w = make_weights(t, rows, cols, 5 + static_cast<uint32_t>(rows * 3 + cols));
+        const auto w = random_weights(t, rows, cols, 5 + static_cast<uint32_t>(rows * 3 + cols));
         // n = 60 at 4640 columns: two bands of X rows (56 + 4, see matmul_quant).
         for (int64_t n : {1, 4, 5, 11, 60}) {
           if (n == 60 && cols != 4640) continue;
@@ -132,7 +126,7 @@ double act_bound(DType t, const float* wd, const float* x, int64_t cols) {
 TEST(MatmulQuant, SimdMatchesScalarAndScalarMatchesReference) {
   for (DType t : kQuantTypes) {
     const int64_t cols = dtype_block_size(t) == 256 ? 512 : 288, rows = 70, n = 9;
-    const auto w = make_weights(t, rows, cols, 23);
+    const auto w = random_weights(t, rows, cols, 23);
     const auto X = random_floats(n * cols, 29);
     const auto ref = run_gemm(t, w, rows, cols, X, n, Isa::Scalar, true, 2);
     std::vector<double> mag(n * rows), bound(n * rows);

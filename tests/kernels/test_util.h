@@ -6,6 +6,8 @@
 #include <vector>
 
 #include "common/cpu.h"
+#include "common/dtype.h"
+#include "kernels/kernels.h"
 
 namespace mp::kernels::test {
 
@@ -25,6 +27,15 @@ inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0
   std::vector<float> v(n);
   for (auto& x : v) x = d(rng);
   return v;
+}
+
+// A rows x cols weight matrix of type t quantised from random_floats(rows * cols, seed).
+inline std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols, uint32_t seed) {
+  const auto wf = random_floats(static_cast<size_t>(rows * cols), seed);
+  const size_t rb = dtype_row_bytes(t, cols);
+  std::vector<uint8_t> w(rb * rows);
+  for (int64_t r = 0; r < rows; ++r) quantize_row(t, wf.data() + r * cols, w.data() + r * rb, cols);
+  return w;
 }
 
 // Lengths covering every tail of 8/16/32/64-wide loops, plus one long row.
