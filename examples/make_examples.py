@@ -3,7 +3,8 @@
 held-out needle keys), deterministically. Run from anywhere: python3 examples/make_examples.py
 
   needle_4k.txt    ~4k tokens of text with one needle at 40% depth, question at the end
-  needle_512.txt   the same at ~500 tokens (the length the shipped model retrieves at today)
+  needle_512.txt   the same at ~500 tokens
+  needle_2k.txt    the same at ~2k tokens (the length the shipped model retrieves best at)
   multikey_4k.txt  ~4k tokens with four needles (one asked, three distractors)
   story.txt        the opening of a held-out chapter, to be continued
 The templates are the ones the shipped model was trained on (training/data.py) and that
@@ -18,6 +19,7 @@ QUESTION = ("What is the special magic number for {key} mentioned in the provide
             "The special magic number for {key} mentioned in the provided text is:")
 CHARS_4K = 15000  # ~3.7 characters per token for this vocabulary: ~4k tokens with the question
 CHARS_512 = 1650
+CHARS_2K = 7400
 
 
 def sentences(text):
@@ -57,7 +59,11 @@ def main():
     val512 = str(rng.randrange(1_000_000, 10_000_000))  # drawn after the others: their answers stay
     text = haystack_with([NEEDLE.format(key=keys[5], value=val512)], [0.3], CHARS_512)
     open(os.path.join(HERE, "needle_512.txt"), "w").write(text + "\n" + QUESTION.format(key=keys[5]))
-    print("answers: needle_4k", keys[0], vals[0], "| multikey_4k", keys[3], vals[3], "| needle_512", keys[5], val512)
+    val2k = str(rng.randrange(1_000_000, 10_000_000))  # drawn last, for the same reason
+    text = haystack_with([NEEDLE.format(key=keys[6], value=val2k)], [0.5], CHARS_2K)
+    open(os.path.join(HERE, "needle_2k.txt"), "w").write(text + "\n" + QUESTION.format(key=keys[6]))
+    print("answers: needle_4k", keys[0], vals[0], "| multikey_4k", keys[3], vals[3], "| needle_512", keys[5], val512,
+          "| needle_2k", keys[6], val2k)
 
 
 if __name__ == "__main__":
