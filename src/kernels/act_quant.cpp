@@ -65,6 +65,25 @@ void group_act_q8(const ActQ8* x, ActQ8Quad* out, int64_t nb) {
   }
 }
 
+void pair_act_q8(const ActQ8* x, ActQ8Pair* out, int64_t nb) {
+  for (int64_t p = 0; p < nb / 2; ++p) {
+    ActQ8Pair& o = out[p];
+    for (int k = 0; k < 2; ++k) {
+      const ActQ8& blk = x[2 * p + k];
+      std::memcpy(o.qs + kQK * k, blk.qs, kQK);
+      for (int l = 0; l < 8; ++l) {
+        o.corr[8 * k + l] = -128 * (blk.qs[4 * l] + blk.qs[4 * l + 1] + blk.qs[4 * l + 2] + blk.qs[4 * l + 3]);
+        o.d[8 * k + l] = blk.d;
+      }
+    }
+  }
+}
+
+void group_x_even_odd(const float* x, EvenOdd32* out, int64_t n) {
+  for (int64_t c = 0; c < n / 32; ++c)
+    for (int k = 0; k < 16; ++k) out[c].even[k] = x[32 * c + 2 * k], out[c].odd[k] = x[32 * c + 2 * k + 1];
+}
+
 PreparedX prepare_x(DType t, const float* x, int64_t n, Isa isa) {
   PreparedX p;
   switch (t) {
@@ -75,10 +94,21 @@ PreparedX prepare_x(DType t, const float* x, int64_t n, Isa isa) {
         p.q8quad.resize((p.q8.size() + 3) / 4);
         group_act_q8(p.q8.data(), p.q8quad.data(), static_cast<int64_t>(p.q8.size()));
       }
+      if (t == DType::Q8_0 && isa >= Isa::Avx2) {
+        p.q8pair.resize(p.q8.size() / 2);
+        pair_act_q8(p.q8.data(), p.q8pair.data(), static_cast<int64_t>(p.q8.size()));
+      }
       break;
     case DType::Q4_K: case DType::Q6_K:
       p.q8k.resize(n / kQK_K);
       quantize_act_q8k(x, p.q8k.data(), n);
+      break;
+    case DType::BF16:
+      p.f32 = x;
+      if (isa >= Isa::Avx2) {
+        p.even_odd.resize(n / 32);
+        group_x_even_odd(x, p.even_odd.data(), n);
+      }
       break;
     default: p.f32 = x; break;
   }

@@ -38,11 +38,36 @@ struct ActQ8Quad {
   float d[16];      // block k's d in lanes 4k .. 4k+3
 };
 
+// For Q8_0 weights on AVX2 / AVX-512: blocks 2p and 2p+1 side by side (one aligned 64-byte
+// load instead of two misaligned 32-byte ones) with the per-int32-lane constants the kernels
+// would otherwise build per block. A trailing odd block has no pair (the kernels take it from
+// ActQ8).
+struct alignas(64) ActQ8Pair {
+  int8_t qs[2 * kQK];
+  // -128 * (sum of the 4 qs of int32 lane l): VNNI forms w . x as (w + 128) . x + corr, so that
+  // the unsigned operand of vpdpbusd is the weight and no per-block sign work is left.
+  int32_t corr[16];
+  float d[16];  // block 2p's d in lanes 0-7, block 2p+1's in lanes 8-15
+};
+
+// For BF16 weights on AVX2 / AVX-512: 32 values of x as the 16 even-indexed ones, then the 16
+// odd-indexed ones. A 32-bit load of a bf16 row holds elements 2k (low half) and 2k+1 (high
+// half): `and 0xffff0000` is element 2k+1 as f32 and `<< 16` element 2k, so each meets its x
+// vector with no widening shuffles.
+struct alignas(64) EvenOdd32 {
+  float even[16];
+  float odd[16];
+};
+// The first n / 32 chunks of 32 values.
+void group_x_even_odd(const float* x, EvenOdd32* out, int64_t n);
+
 // d = amax / 127, q = round-half-even(x / d); n must be a multiple of the block size.
 void quantize_act_q8(const float* x, ActQ8* out, int64_t n);
 void quantize_act_q8k(const float* x, ActQ8K* out, int64_t n);
 // The same blocks regrouped in fours (nb = number of ActQ8 blocks; (nb + 3) / 4 outputs).
 void group_act_q8(const ActQ8* x, ActQ8Quad* out, int64_t nb);
+// Blocks 2p, 2p+1 as ActQ8Pair (nb / 2 outputs).
+void pair_act_q8(const ActQ8* x, ActQ8Pair* out, int64_t nb);
 
 // x in the form the weight type's dot kernel wants: f32 for float weights, else 8-bit blocks.
 struct PreparedX {
@@ -50,6 +75,8 @@ struct PreparedX {
   std::vector<ActQ8> q8;
   std::vector<ActQ8K> q8k;
   std::vector<ActQ8Quad> q8quad;  // filled for Q4_0 when a SIMD kernel will run
+  std::vector<ActQ8Pair> q8pair;  // filled for Q8_0 when a SIMD kernel will run
+  std::vector<EvenOdd32> even_odd;  // filled for BF16 when a SIMD kernel will run
 };
 PreparedX prepare_x(DType t, const float* x, int64_t n, Isa isa);
 

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "common/half.h"
 #include "kernels/dot_quant_isa.h"
 #include "kernels/hsum_avx2.h"
 
@@ -75,20 +76,53 @@ float dot_q4_0_avx2(const BlockQ4_0* w, const ActQ8Quad* xq, const ActQ8* x, int
   return s;
 }
 
-float dot_q8_0_avx2(const BlockQ8_0* w, const ActQ8* x, int64_t nb) {
+// Blocks alternate between two accumulators (gemm_q8_0_avx2 repeats this order). x comes in
+// pairs (ActQ8Pair: aligned bytes, d already in 8 lanes), so a block's scale is one broadcast
+// + convert + multiply instead of a scalar convert, multiply and broadcast.
+float dot_q8_0_avx2(const BlockQ8_0* w, const ActQ8Pair* xp, const ActQ8* x, int64_t nb) {
   __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  auto block = [](const BlockQ8_0& b, const int8_t* xq, const float* xd, __m256 acc) {
+    const __m256i p = dot_i8(load(b.qs), _mm256_load_si256(reinterpret_cast<const __m256i*>(xq)));
+    const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm_set1_epi16(static_cast<int16_t>(b.d))), _mm256_load_ps(xd));
+    return _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(p), acc);
+  };
   int64_t i = 0;
   for (; i + 2 <= nb; i += 2) {
-    const __m256i p0 = dot_i8(load(w[i].qs), load(x[i].qs));
-    const __m256i p1 = dot_i8(load(w[i + 1].qs), load(x[i + 1].qs));
-    acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(w[i].d) * x[i].d), _mm256_cvtepi32_ps(p0), acc0);
-    acc1 = _mm256_fmadd_ps(_mm256_set1_ps(half(w[i + 1].d) * x[i + 1].d), _mm256_cvtepi32_ps(p1), acc1);
+    const ActQ8Pair& q = xp[i / 2];
+    acc0 = block(w[i], q.qs, q.d, acc0);
+    acc1 = block(w[i + 1], q.qs + kQK, q.d + 8, acc1);
   }
   if (i < nb) {
     const __m256i p = dot_i8(load(w[i].qs), load(x[i].qs));
     acc0 = _mm256_fmadd_ps(_mm256_set1_ps(half(w[i].d) * x[i].d), _mm256_cvtepi32_ps(p), acc0);
   }
   return hsum(_mm256_add_ps(acc0, acc1));
+}
+
+// Two chunks of 32 values per step into eight accumulators (see dot_bf16_avx512).
+float dot_bf16_avx2(const uint16_t* w, const EvenOdd32* xeo, const float* x, int64_t n) {
+  const __m256i odd = _mm256_set1_epi32(static_cast<int32_t>(0xffff0000u));
+  __m256 acc[8];
+  for (auto& a : acc) a = _mm256_setzero_ps();
+  auto chunk = [&](int64_t c, __m256* a) {  // elements 32c .. 32c+15 in v0, 32c+16 .. 32c+31 in v1
+    __m256i v0 = load(w + 32 * c), v1 = load(w + 32 * c + 16);
+    // Keep each 32 bytes one load: GCC otherwise folds the load into both the shift and the
+    // and, reading every weight twice.
+    asm("" : "+x"(v0), "+x"(v1));
+    const EvenOdd32& xc = xeo[c];
+    a[0] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v0, 16)), _mm256_load_ps(xc.even), a[0]);
+    a[1] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v0, odd)), _mm256_load_ps(xc.odd), a[1]);
+    a[2] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(v1, 16)), _mm256_load_ps(xc.even + 8), a[2]);
+    a[3] = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(v1, odd)), _mm256_load_ps(xc.odd + 8), a[3]);
+  };
+  const int64_t nc = n / 32;
+  int64_t c = 0;
+  for (; c + 2 <= nc; c += 2) chunk(c, acc), chunk(c + 1, acc + 4);
+  if (c < nc) chunk(c, acc);
+  for (int k = 0; k < 4; ++k) acc[k] = _mm256_add_ps(acc[k], acc[k + 4]);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(acc[2], acc[3])));
+  for (int64_t i = 32 * nc; i < n; ++i) s += bf16_to_f32(w[i]) * x[i];
+  return s;
 }
 
 // sum_j d*sc_j*(q.x)_j - dmin * sum_j m_j * (sum x)_j, times x.d (see dot_q4_k_scalar). The

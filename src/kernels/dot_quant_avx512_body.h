@@ -1,4 +1,4 @@
-// Internal: the AVX-512 Q4_0 / Q4_K / Q6_K dot kernels, written once and compiled twice:
+// Internal: the AVX-512 Q4_0 / Q8_0 / Q4_K / Q6_K dot kernels, written once and compiled twice:
 // dot_quant_avx512.cpp includes this with MP_VNNI 0 (AVX-512BW: maddubs + madd + add) and
 // dot_quant_vnni_avx512.cpp with MP_VNNI 1 (vpdpbusd / vpdpwssd fuse the widen-and-add).
 // Both give the same integer sums (no int16 saturation is possible for these value ranges).
@@ -67,6 +67,26 @@ inline __m512 q4_0_quad(const BlockQ4_0* w, const ActQ8Quad& x, __m512 acc, __m5
   return _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(isum), acc);
 }
 
+inline __m256i load256(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
+
+// 64 signed x 64 signed bytes -> 16 int32 lane sums of 4 products (lanes 0-7: the first 32
+// bytes). The sign trick: |w| (unsigned) times x with w's sign (no vpsignb in AVX-512).
+inline __m512i dot_i8_signed(__m512i w, __m512i x) {
+  const __m512i sx = _mm512_mask_sub_epi8(x, _mm512_movepi8_mask(w), _mm512_setzero_si512(), x);
+  return _mm512_madd_epi16(_mm512_maddubs_epi16(_mm512_abs_epi8(w), sx), _mm512_set1_epi16(1));
+}
+
+// The same lanes for Q8_0 blocks 2p, 2p+1 (w) against x's pair p. With VNNI: (w + 128) . x
+// + x's precomputed -128 * (sum x) per lane, one vpdpbusd (w ^ 0x80 is w + 128 as a byte).
+inline __m512i q8_0_lanes(__m512i w, const ActQ8Pair& x) {
+#if MP_VNNI
+  return _mm512_dpbusd_epi32(_mm512_load_si512(x.corr), _mm512_xor_si512(w, _mm512_set1_epi8(-128)),
+                             _mm512_load_si512(x.qs));
+#else
+  return dot_i8_signed(w, _mm512_load_si512(x.qs));
+#endif
+}
+
 inline float hsum128(__m128 v) {
   v = _mm_add_ps(v, _mm_movehl_ps(v, v));
   v = _mm_add_ss(v, _mm_movehdup_ps(v));
@@ -90,6 +110,36 @@ float MP_CAT(dot_q4_0, MP_SUFFIX)(const BlockQ4_0* w, const ActQ8Quad* xq, const
   // Up to 3 trailing blocks: a whole group would read past the row.
   if (nb % 4) s += dot_q4_0_scalar(w + 4 * ng, x + 4 * ng, nb % 4);
   return s;
+}
+
+// Groups of four blocks: blocks 4g, 4g+1 into acc0 and 4g+2, 4g+3 into acc1, one block per
+// 256-bit half; the last nb % 4 blocks one at a time into acc0 (gemm_q8_0_* repeats this
+// order). The four fp16 scales are packed into one 64-bit word by integer loads and shifts
+// (idle ports here) and spread over the lanes of both pairs by one vpermw; fetching them with
+// two 64-byte loads instead was slower (unaligned 64-byte loads stream badly from DRAM on the
+// EPYC measured, see pick_row_dot), and the weights are read 32 bytes at a time for that reason.
+float MP_CAT(dot_q8_0, MP_SUFFIX)(const BlockQ8_0* w, const ActQ8Pair* xp, const ActQ8* x, int64_t nb) {
+  const __m512i d_idx = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2,  //
+                                         1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+  __m512 acc0 = _mm512_setzero_ps(), acc1 = acc0;
+  int64_t i = 0;
+  for (; i + 4 <= nb; i += 4) {
+    const uint64_t d4 = w[i].d | uint64_t{w[i + 1].d} << 16 | uint64_t{w[i + 2].d} << 32 | uint64_t{w[i + 3].d} << 48;
+    const __m512i dh = _mm512_permutexvar_epi16(d_idx, _mm512_castsi128_si512(_mm_cvtsi64_si128(static_cast<int64_t>(d4))));
+    const ActQ8Pair& x01 = xp[i / 2];
+    const ActQ8Pair& x23 = xp[i / 2 + 1];
+    const __m512 d01 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dh)), _mm512_load_ps(x01.d));
+    const __m512 d23 = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_extracti64x4_epi64(dh, 1)), _mm512_load_ps(x23.d));
+    const __m512i p01 = q8_0_lanes(_mm512_inserti64x4(_mm512_castsi256_si512(load256(w[i].qs)), load256(w[i + 1].qs), 1), x01);
+    const __m512i p23 = q8_0_lanes(_mm512_inserti64x4(_mm512_castsi256_si512(load256(w[i + 2].qs)), load256(w[i + 3].qs), 1), x23);
+    acc0 = _mm512_fmadd_ps(d01, _mm512_cvtepi32_ps(p01), acc0);
+    acc1 = _mm512_fmadd_ps(d23, _mm512_cvtepi32_ps(p23), acc1);
+  }
+  for (; i < nb; ++i) {  // one block: upper half of the vector is zero
+    const __m512i p = dot_i8_signed(_mm512_zextsi256_si512(load256(w[i].qs)), _mm512_zextsi256_si512(load256(x[i].qs)));
+    acc0 = _mm512_fmadd_ps(_mm512_set1_ps(half_to_f32(w[i].d) * x[i].d), _mm512_cvtepi32_ps(p), acc0);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
 }
 
 // sum_j d*sc_j*(q.x)_j - dmin * sum_j m_j * (sum x)_j, times x.d (see dot_q4_k_scalar).

@@ -18,18 +18,29 @@ namespace mp::kernels::detail {
 MP_DOT_KERNELS(scalar)
 #undef MP_DOT_KERNELS
 
+// BF16 row . x with x regrouped (EvenOdd32, nc = n / 32 chunks) for the first 32 * nc values and
+// plain f32 x for the n % 32 after them. Every ISA forms the same f32 products of exactly
+// converted bf16 values; only the order of summing them differs.
+#define MP_BF16_KERNEL(SUFFIX) \
+  float dot_bf16_##SUFFIX(const uint16_t* w, const EvenOdd32* xeo, const float* x, int64_t n);
+MP_BF16_KERNEL(scalar)
+MP_BF16_KERNEL(avx2)
+MP_BF16_KERNEL(avx512)
+#undef MP_BF16_KERNEL
+
 float dot_f32_avx2(const float* w, const float* x, int64_t n);
-float dot_q8_0_avx2(const BlockQ8_0* w, const ActQ8* x, int64_t nb);
 float dot_q4_k_avx2(const BlockQ4_K* w, const ActQ8K* x, int64_t nb);
 float dot_q6_k_avx2(const BlockQ6_K* w, const ActQ8K* x, int64_t nb);
 
 // AVX2, AVX-512 (F/BW/VL/DQ), and the same Q4_0/Q4_K/Q6_K kernels with AVX-512 VNNI
 // (dot_quant_avx512_body.h). Q4_0 reads x in groups of four blocks (xq, see ActQ8Quad); x is only
-// used for the last nb % 4 blocks.
+// used for the last nb % 4 blocks. Q8_0 reads x in pairs of blocks (xp, see ActQ8Pair) and x
+// for a last odd block (AVX2) or the last nb % 4 blocks (AVX-512); its int32 lanes and f32
+// operations are those of gemm_q8_0_* of the same ISA (matmul == matvec bit for bit).
 float dot_f32_avx512(const float* w, const float* x, int64_t n);
-float dot_q8_0_avx512(const BlockQ8_0* w, const ActQ8* x, int64_t nb);
 #define MP_DOT_KERNELS_512(SUFFIX)                                                                   \
   float dot_q4_0_##SUFFIX(const BlockQ4_0* w, const ActQ8Quad* xq, const ActQ8* x, int64_t nb);      \
+  float dot_q8_0_##SUFFIX(const BlockQ8_0* w, const ActQ8Pair* xp, const ActQ8* x, int64_t nb);      \
   float dot_q4_k_##SUFFIX(const BlockQ4_K* w, const ActQ8K* x, int64_t nb);                          \
   float dot_q6_k_##SUFFIX(const BlockQ6_K* w, const ActQ8K* x, int64_t nb);
 MP_DOT_KERNELS_512(avx2)

@@ -33,6 +33,15 @@ float dot_q8_0_scalar(const BlockQ8_0* w, const ActQ8* x, int64_t nb) {
   return s;
 }
 
+float dot_bf16_scalar(const uint16_t* w, const EvenOdd32* xeo, const float* x, int64_t n) {
+  float s = 0;
+  for (int64_t c = 0; c < n / 32; ++c)
+    for (int k = 0; k < 16; ++k)
+      s += bf16_to_f32(w[32 * c + 2 * k]) * xeo[c].even[k] + bf16_to_f32(w[32 * c + 2 * k + 1]) * xeo[c].odd[k];
+  for (int64_t i = n / 32 * 32; i < n; ++i) s += bf16_to_f32(w[i]) * x[i];
+  return s;
+}
+
 // sum_j d*sc_j*(q.x)_j - dmin * sum_j m_j * (sum x)_j, all times x.d.
 float dot_q4_k_scalar(const BlockQ4_K* w, const ActQ8K* x, int64_t nb) {
   float s = 0;
