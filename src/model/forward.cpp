@@ -45,9 +45,9 @@ using Scratch = LayerScratch;
 // view that already holds the new positions.
 template <class Attend>
 void run_layer(const Model& m, const Backend& be, KvCache& cache, int l, int64_t pos0, int64_t n, Scratch& s,
-               Attend&& attend) {
+               int n_threads, Attend&& attend) {
   detail::run_layer(
-      m, be, l, n, s, [&](int64_t i) { return pos0 + i; },
+      m, be, l, n, s, n_threads, [&](int64_t i) { return pos0 + i; },
       [&](int64_t i, const float* k, const float* v) { cache.write(l, pos0 + i, k, v); },
       [&] {
         KvView view = cache.view(l);
@@ -76,13 +76,13 @@ void forward_prefill(const Model& m, const Backend& be, KvCache& cache, std::spa
         "prompt of " + std::to_string(total) + " tokens does not fit the context: " + std::to_string(start) +
             " of " + std::to_string(cache.shape().capacity) + " positions are used");
   const attn::HeadShape shape = head_shape(m.hp);
-  Scratch s(m.hp, std::min<int64_t>(chunk, std::max<int64_t>(total, 1)));
+  Scratch s(m, std::min<int64_t>(chunk, std::max<int64_t>(total, 1)));
   for (int64_t done = 0; done < total; done += chunk) {
     const int64_t n = std::min<int64_t>(chunk, total - done);
     const int64_t pos0 = start + done;
     for (int64_t i = 0; i < n; ++i) m.embed(tokens[done + i], &s.x[i * m.hp.n_embd]);
     for (int l = 0; l < m.hp.n_layer; ++l) {
-      run_layer(m, be, cache, l, pos0, n, s, [&](const KvView& view) {
+      run_layer(m, be, cache, l, pos0, n, s, n_threads, [&](const KvView& view) {
         attn::prefill_attention(view, shape, pos0, n, s.q.data(), s.att.data(), n_threads);
       });
       if (layer_complete && done + n == total) layer_complete(l);
@@ -101,10 +101,10 @@ void forward_decode(const Model& m, const Backend& be, KvCache& cache, attn::Seq
   const int64_t pos = cache.n_tokens();
   check(pos < cache.shape().capacity, "context is full (" + std::to_string(cache.shape().capacity) +
                                           " tokens); raise -c to generate more");
-  Scratch s(m.hp, 1);
+  Scratch s(m, 1);
   m.embed(token, s.x.data());
   for (int l = 0; l < m.hp.n_layer; ++l) {
-    run_layer(m, be, cache, l, pos, 1, s, [&](const KvView& view) {
+    run_layer(m, be, cache, l, pos, 1, s, n_threads, [&](const KvView& view) {
       policy.attend(l, view, s.q.data(), s.att.data(), n_threads);
     });
   }

@@ -130,11 +130,11 @@ void forward_decode_batch(const Model& m, const Backend& be, std::span<KvCache* 
   std::vector<int64_t> pos(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) pos[i] = caches[i]->n_tokens();
 
-  BatchScratch s(hp, static_cast<size_t>(n));
+  BatchScratch s(m, n);
   for (int64_t i = 0; i < n; ++i) m.embed(tokens[i], &s.x[i * e]);
   for (int l = 0; l < hp.n_layer; ++l)
     detail::run_layer(
-        m, be, l, n, s, [&](int64_t i) { return pos[i]; },
+        m, be, l, n, s, n_threads, [&](int64_t i) { return pos[i]; },
         [&](int64_t i, const float* k, const float* v) { caches[i]->write(l, pos[i], k, v); },
         [&] { attend_all(l, caches, policies, pos, s, qd, n_threads); });
   for (int64_t i = 0; i < n; ++i) caches[i]->set_n_tokens(pos[i] + 1);

@@ -28,7 +28,8 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   gguf::File file = gguf::File::open(path);
   HParams hp = read_hparams(file);
   Tokenizer tok = Tokenizer::from_gguf(file);
-  auto m = std::unique_ptr<Model>(new Model{std::move(file), hp, std::move(tok), {}, {}, {}, false, {}});
+  auto m = std::unique_ptr<Model>(new Model{std::move(file), hp, std::move(tok), {}, {}, {}, false, {},
+                                                  std::make_unique<detail::ScratchPool>()});
   const gguf::File& f = m->file;
   check(m->tokenizer.n_vocab() == hp.n_vocab,
         f.path() + ": tokenizer has " + std::to_string(m->tokenizer.n_vocab()) +

@@ -8,6 +8,7 @@
 #include "gguf/gguf.h"
 #include "model/backend.h"
 #include "model/hparams.h"
+#include "model/scratch_pool.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mp {
@@ -27,6 +28,9 @@ struct Model {
   Weight output;    // the embedding when tied
   bool tied_output = false;
   std::vector<LayerWeights> layers;
+  // Activation buffers reused by every forward pass over this model (scratch_pool.h); not
+  // part of the model's value, hence mutable.
+  mutable std::unique_ptr<detail::ScratchPool> scratch = std::make_unique<detail::ScratchPool>();
 
   // Loads and validates every tensor's presence, type and shape. `vocab_required`: a model
   // without tokenizer metadata is refused (converters of numbers-only fixtures pass false).

@@ -1,0 +1,97 @@
+// The packed Q4_0 / Q8_0 prefill GEMM (src/kernels/gemm_packed.h): (a) the micro-kernel alone
+// on one L2-resident panel (how close to the VNNI peak the inner loop runs), (b) whole
+// matmuls of Llama-3-8B's shapes at n = 512 (what prefill pays per layer).
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "common/cpu.h"
+#include "common/dtype.h"
+#include "kernels/gemm_packed.h"
+#include "kernels/kernels.h"
+#include "kernels/row_dot.h"
+
+namespace {
+
+using mp::DType;
+namespace kd = mp::kernels::detail;
+
+std::vector<float> random_floats(int64_t n, uint32_t seed = 1) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> g(0.0f, 1.0f);
+  std::vector<float> v(n);
+  for (auto& x : v) x = g(rng);
+  return v;
+}
+
+std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
+  const auto f = random_floats(cols, 7);
+  const size_t rb = mp::dtype_row_bytes(t, cols);
+  std::vector<uint8_t> w(rb * rows);
+  std::vector<uint8_t> row(rb);
+  mp::kernels::quantize_row(t, f.data(), row.data(), cols);
+  for (int64_t r = 0; r < rows; ++r) {  // rows differ by a rotation of the same values
+    const int64_t shift = (r * 37) % (rb / 2);
+    for (size_t i = 0; i < rb; ++i) w[r * rb + i] = row[(i + shift) % rb];
+  }
+  return w;
+}
+
+DType type_of(int64_t i) { return i == 0 ? DType::Q4_0 : DType::Q8_0; }
+
+// (a) One panel of 16 rows x nblk blocks against kPackedNx X rows, single thread.
+void BM_PackedKernelHot(benchmark::State& state) {
+  if (!kd::avx512_vnni_kernels_usable()) return state.SkipWithError("no AVX-512 VNNI");
+  const DType t = type_of(state.range(0));
+  const int64_t nblk = state.range(1), cols = nblk * kd::kQK;
+  const auto w = random_weights(t, kd::kPackRows, cols);
+  std::vector<uint8_t> pack_storage(nblk * kd::kPackBlockBytes + 64);
+  uint8_t* pack = pack_storage.data() + (64 - reinterpret_cast<uintptr_t>(pack_storage.data()) % 64) % 64;
+  kd::pack_panel_avx512(t, w.data(), mp::dtype_row_bytes(t, cols), kd::kPackRows, 0, nblk, pack);
+  const auto X = random_floats(kd::kPackedNx * cols, 3);
+  std::vector<kd::ActQ8> xq(kd::kPackedNx * nblk);
+  for (int j = 0; j < kd::kPackedNx; ++j) kd::prepare_packed_x_avx512(t, X.data() + j * cols, cols, xq.data() + j * nblk);
+  std::vector<float> y(kd::kPackedNx * kd::kPackRows);
+  for (auto _ : state) {
+    kd::gemm_packed_avx512vnni(pack, nblk, xq.data(), nblk, kd::kPackedNx, y.data(), kd::kPackRows, kd::kPackRows,
+                               true);
+    benchmark::DoNotOptimize(y.data());
+  }
+  // One vpdpbusd = 64 byte products; GMAC/s / 64 = vpdpbusd per ns.
+  state.counters["GMAC/s"] = benchmark::Counter(double(kd::kPackedNx) * kd::kPackRows * cols / 1e9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(mp::dtype_name(t)));
+}
+BENCHMARK(BM_PackedKernelHot)->ArgsProduct({{0, 1}, {64}})->ArgNames({"type", "nblk"});
+
+// (b) Y[512][rows] = X[512][cols] W^T for the shapes of one Llama-3-8B layer.
+void BM_MatmulLlama8B(benchmark::State& state) {
+  const DType t = type_of(state.range(0));
+  const int64_t rows = state.range(1), cols = state.range(2), n = 512;
+  const int threads = int(state.range(3));
+  const auto w = random_weights(t, rows, cols);
+  const auto X = random_floats(n * cols);
+  std::vector<float> Y(n * rows);
+  for (auto _ : state) {
+    mp::kernels::matmul(t, w.data(), rows, cols, X.data(), n, Y.data(), threads);
+    benchmark::ClobberMemory();
+  }
+  state.counters["GMAC/s"] =
+      benchmark::Counter(double(n) * rows * cols / 1e9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(std::string(mp::dtype_name(t)));
+}
+BENCHMARK(BM_MatmulLlama8B)
+    ->ArgsProduct({{0, 1}, {4096}, {4096}, {1, 2}})
+    ->ArgsProduct({{0, 1}, {14336}, {4096}, {2}})
+    ->ArgsProduct({{0, 1}, {4096}, {14336}, {2}})
+    ->ArgNames({"type", "rows", "cols", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
