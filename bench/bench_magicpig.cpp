@@ -10,6 +10,9 @@
 //   build-pig/bin/bench_magicpig --benchmark_counters_tabular=true
 #include <benchmark/benchmark.h>
 
+#include <immintrin.h>
+
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <map>
@@ -139,14 +142,11 @@ void BM_Dense(benchmark::State& state) {
   state.counters["MB_read"] = n * kKvHeads * kDim * 2.0 * 2 / 1e6;  // K and V, each row once
 }
 
-void BM_MagicPig(benchmark::State& state) {
-  const int64_t n = state.range(0);
-  const int k = static_cast<int>(state.range(1)), l = static_cast<int>(state.range(2));
-  const Context& c = context(n);
-  const KvView kv = c.cache->view(0);
-  // Tables are built once per (context length, K, L; contexts are deterministic) and reused by every run of the benchmark (Google
-  // Benchmark calls this function several times while it sizes the iteration count): building
-  // them costs ~1 s at 128k, more than the timed steps, and would bury attend() in profiles.
+// Tables are built once per (context length, K, L; contexts are deterministic) and reused by
+// every run of the benchmarks (Google Benchmark calls a function several times while it sizes
+// the iteration count): building them costs ~1 s at 128k, more than the timed steps, and would
+// bury attend() in profiles.
+MagicPigAttention& built_pig(int64_t n, int k, int l, const KvView& kv) {
   static std::map<std::tuple<int64_t, int, int>, std::unique_ptr<MagicPigAttention>> built;
   auto& slot = built[{n, k, l}];
   if (!slot) {
@@ -155,7 +155,15 @@ void BM_MagicPig(benchmark::State& state) {
     slot = std::make_unique<MagicPigAttention>(pig_config(k, l), shape());
     slot->prefill_done(0, kv, kThreads);
   }
-  MagicPigAttention& pig = *slot;
+  return *slot;
+}
+
+void BM_MagicPig(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int k = static_cast<int>(state.range(1)), l = static_cast<int>(state.range(2));
+  const Context& c = context(n);
+  const KvView kv = c.cache->view(0);
+  MagicPigAttention& pig = built_pig(n, k, l, kv);
   const Cost before = pig.cost();  // counters accumulate over runs: this run's share below
   std::vector<float> out(kHeads * kDim);
   int qi = 0;
@@ -169,6 +177,63 @@ void BM_MagicPig(benchmark::State& state) {
   state.counters["keys_frac"] = read / (pig.cost().keys_total - before.keys_total);
   // Rows gathered per step: (candidates + exact part) K and V rows of every query head.
   state.counters["MB_read"] = read / steps * kDim * 2.0 * 2 / 1e6;
+}
+
+// The memory floor of a MagicPIG step: only the K and V rows its sampled part reads (per KV
+// head, the sorted union of its query heads' candidates, recorded from real steps), each
+// fetched once with the same prefetch distance and summed with no other work, 2 threads over
+// the KV heads as attend() does. BM_MagicPig minus this is retrieval, scoring, the correction,
+// softmax and the exact part; this over BM_Dense bounds the speed-up any kernel on these
+// gathers can reach on this machine.
+__attribute__((target("avx2"))) float sum_rows(const uint16_t* base, const std::vector<uint32_t>& pos) {
+  constexpr int kAhead = 24;
+  __m256i acc = _mm256_setzero_si256();
+  const int64_t m = static_cast<int64_t>(pos.size());
+  for (int64_t j = 0; j < m; ++j) {
+    if (j + kAhead < m) {
+      const char* p = reinterpret_cast<const char*>(base + static_cast<int64_t>(pos[j + kAhead]) * kDim);
+      for (int o = 0; o < kDim * 2; o += 64) _mm_prefetch(p + o, _MM_HINT_T0);
+    }
+    const auto* r = reinterpret_cast<const __m256i*>(base + static_cast<int64_t>(pos[j]) * kDim);
+    for (int o = 0; o < kDim * 2 / 32; ++o) acc = _mm256_add_epi16(acc, _mm256_loadu_si256(r + o));
+  }
+  return static_cast<float>(_mm256_extract_epi16(acc, 0));
+}
+
+void BM_MagicPigGatherFloor(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int k = static_cast<int>(state.range(1)), l = static_cast<int>(state.range(2));
+  const Context& c = context(n);
+  const KvView kv = c.cache->view(0);
+  MagicPigAttention& pig = built_pig(n, k, l, kv);
+  const int G = kHeads / kKvHeads;
+  // unions[qi][kvh]: sorted positions of the rows step qi gathers for KV head kvh.
+  std::vector<std::vector<std::vector<uint32_t>>> unions(kQueries, std::vector<std::vector<uint32_t>>(kKvHeads));
+  std::vector<float> out(kHeads * kDim);
+  double rows = 0;
+  pig.record_candidates(true);
+  for (int qi = 0; qi < kQueries; ++qi) {
+    pig.attend(0, kv, c.queries.data() + static_cast<size_t>(qi) * kHeads * kDim, out.data(), kThreads);
+    for (int kvh = 0; kvh < kKvHeads; ++kvh) {
+      auto& u = unions[qi][kvh];
+      for (int g = 0; g < G; ++g) u.insert(u.end(), pig.candidates(kvh * G + g).begin(), pig.candidates(kvh * G + g).end());
+      std::sort(u.begin(), u.end());
+      u.erase(std::unique(u.begin(), u.end()), u.end());
+      rows += static_cast<double>(u.size());
+    }
+  }
+  pig.record_candidates(false);
+  int qi = 0;
+  for (auto _ : state) {
+    const auto& uq = unions[qi++ % kQueries];
+    float sink = 0;
+#pragma omp parallel for num_threads(kThreads) schedule(dynamic, 1) reduction(+ : sink)
+    for (int kvh = 0; kvh < kKvHeads; ++kvh)
+      sink += sum_rows(kv.key(kvh, 0), uq[kvh]) + sum_rows(kv.value(kvh, 0), uq[kvh]);
+    benchmark::DoNotOptimize(sink);
+  }
+  state.counters["union_frac"] = rows / kQueries / (static_cast<double>(n) * kKvHeads);
+  state.counters["MB_read"] = rows / kQueries * kDim * 2.0 * 2 / 1e6;
 }
 
 void BM_TableBuild(benchmark::State& state) {
@@ -200,6 +265,7 @@ BENCHMARK(BM_ReadBandwidth)->Arg(0)->Arg(1)->Arg(2)->ArgName("reader")->Unit(ben
 // Grouped by context so each 512 MiB context is generated once.
 BENCHMARK(BM_Dense)->Apply(dense_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPig)->Apply(pig_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_MagicPigGatherFloor)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_TableBuild)->Args({131072})->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime()->UseRealTime();
 
 }  // namespace
