@@ -30,6 +30,7 @@ struct BenchOptions {
   // the prefill (prefill + finish_prompt), 1 = overlapped with it (prefill_and_finish).
   std::vector<int> overlap_tables;
   int reps = 5;
+  bool no_warmup = false;  // as llama-bench: one untimed run before each test's repetitions
   std::string output = "md";
   std::string depth_fill = "prefill";  // prefill (model on token ids / --depth-file text) | random
   std::string depth_file;
@@ -173,6 +174,7 @@ int cmd_bench(int argc, char** argv) {
           [&](const std::string& v) { o.depth = parse_list<int64_t>("-d", v, 0, int64_t(1) << 24); });
   a.value({"-r", "--repetitions"}, "N", "repetitions per test (default 5)",
           [&](const std::string& v) { o.reps = int(parse_int("-r", v, 1, 1000)); });
+  a.flag({"--no-warmup"}, "skip the untimed warm-up run before each test (as llama-bench)", o.no_warmup);
   a.value({"-np", "--n-seq"}, "LIST", "sequences decoded together in one batch, e.g. 1,4,8 (generation only)",
           [&](const std::string& v) { o.n_seq = parse_list<int>("-np", v, 1, 1024); });
   a.value({"-o", "--output"}, "FMT", "md (default), csv or json", [&](const std::string& v) {
@@ -225,6 +227,9 @@ int cmd_bench(int argc, char** argv) {
         for (int64_t np : o.n_prompt) {
           if (np == 0) continue;
           Row r{name, 1, threads, np, 0, depth, {}};
+          // The warm-up pays the first touches of the mapped weights and of the model's scratch
+          // pool, which llama-bench's own warm-up run excludes from its timings too.
+          if (!o.no_warmup) base.fork()->prefill(std::span(tokens).subspan(size_t(depth), size_t(np)));
           for (int rep = 0; rep < o.reps; ++rep) {
             std::unique_ptr<Sequence> s = base.fork();
             const auto t0 = Clock::now();
@@ -269,6 +274,7 @@ int cmd_bench(int argc, char** argv) {
             if (ng == 0) continue;
             Row r{name, n_seq, threads, 0, ng, depth, {}};
             r.table_build_s = build_s;
+            if (!o.no_warmup) prepared.fork()->step(tokens[size_t(depth)]);
             for (int rep = 0; rep < o.reps; ++rep) {
               if (n_seq == 1) {
                 std::unique_ptr<Sequence> s = prepared.fork();
