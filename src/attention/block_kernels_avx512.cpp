@@ -101,15 +101,14 @@ float exp_shift_sum_avx512(float* x, int n, float m) { return exp_shift_sum_impl
 
 namespace mp::attn::sampled::detail {
 
-void score_walk_avx512(bool bf16, const Walk& w, const float* q, int d, const float* knorm, float* s, float* kn,
-                      int64_t lds, int* cnt) {
-  if (bf16) blk::detail::score_walk_impl<true>(w, q, d, knorm, s, kn, lds, cnt);
-  else blk::detail::score_walk_impl<false>(w, q, d, knorm, s, kn, lds, cnt);
+void score_walk_avx512(bool bf16, const Walk& w, const float* q, int d, float* s) {
+  if (bf16) blk::detail::score_walk_impl<true>(w, q, d, s);
+  else blk::detail::score_walk_impl<false>(w, q, d, s);
 }
 
-void accumulate_walk_avx512(bool bf16, const Walk& w, const float* p, int64_t ldp, int d, float* acc, int* cnt) {
-  if (bf16) blk::detail::accumulate_walk_impl<true>(w, p, ldp, d, acc, cnt);
-  else blk::detail::accumulate_walk_impl<false>(w, p, ldp, d, acc, cnt);
+void accumulate_walk_avx512(bool bf16, const Walk& w, const float* p, int d, float* acc) {
+  if (bf16) blk::detail::accumulate_walk_impl<true>(w, p, d, acc);
+  else blk::detail::accumulate_walk_impl<false>(w, p, d, acc);
 }
 
 }  // namespace mp::attn::sampled::detail

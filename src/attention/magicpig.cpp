@@ -182,10 +182,9 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
 
 // The G query heads of KV head kvh (q, out: G consecutive heads). Exact part over
 // [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens); sampled part over each head's
-// candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares the work that touches
-// memory: the candidates of its heads form one sorted union whose K and V rows are each fetched
-// once per step; each head scores and accumulates only the rows it drew. n_cand[g] =
-// #candidates of head g.
+// candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares its tables, its exact
+// part (one pass for all G heads) and the query hashing; each head then walks its own
+// candidates' K and V rows. n_cand[g] = #candidates of head g.
 void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q,
                                      float* out, int64_t* n_cand, Scratch& s) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
@@ -230,69 +229,42 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
           rec.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(u)));
     }
 
-  // Sampled part, per sub-group of <= 8 heads (one bit each in a row's head mask): the union of
-  // their candidates is walked twice, keys then values (sampled_walk.h). Between the walks each
-  // head's logits get the sampling correction and one softmax over all its candidates.
+  // Sampled part, one head at a time (sampled_walk.h): its candidates' keys are scored in one
+  // walk, the logits get the sampling correction and one softmax, and a second walk adds the
+  // weighted values.
   s.st_sampled.assign(G, PartialSoftmax{});
   s.acc_sampled.assign(gd, 0.0f);
   const float* knorm = hs.key_norm.data();
-  for (int g0 = 0; g0 < G; g0 += sampled::kMaxHeads) {
-    const int gs = std::min(G - g0, sampled::kMaxHeads);
-    // (No popcount: baseline x86-64 has no popcnt instruction, so __builtin_popcountll is a
-    // libgcc call; the counts come from the union walk instead.)
+  for (int g = 0; g < G; ++g) {
     s.pos.clear();
-    s.mask.clear();
-    int cnt[sampled::kMaxHeads] = {};
-    for (int64_t w = 0; w < words; ++w) {
-      uint64_t u = 0;
-      for (int g = 0; g < gs; ++g) u |= s.cand[static_cast<size_t>(g0 + g) * words + w];
-      for (; u; u &= u - 1) {
-        const int b = __builtin_ctzll(u);
-        unsigned m = 0;
-        for (int g = 0; g < gs; ++g) {
-          const unsigned bit = (s.cand[static_cast<size_t>(g0 + g) * words + w] >> b) & 1;
-          m |= bit << g;
-          cnt[g] += static_cast<int>(bit);
-        }
-        s.pos.push_back(static_cast<uint32_t>(w * 64 + b));
-        s.mask.push_back(static_cast<uint8_t>(m));
-      }
-    }
-    int64_t lds = 0;
-    for (int g = 0; g < gs; ++g) {
-      n_cand[g0 + g] = cnt[g];
-      lds = std::max<int64_t>(lds, cnt[g]);
-    }
-    if (lds == 0) continue;
+    const uint64_t* cg = s.cand.data() + static_cast<size_t>(g) * words;
+    for (int64_t w = 0; w < words; ++w)
+      for (uint64_t u = cg[w]; u; u &= u - 1) s.pos.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(u)));
+    const int64_t m = static_cast<int64_t>(s.pos.size());
+    n_cand[g] = m;
+    if (m == 0) continue;
     sampled::Walk walk;
     walk.pos = s.pos.data();
-    walk.mask = s.mask.data();
-    walk.n = static_cast<int64_t>(s.pos.size());
-    s.s.resize(static_cast<size_t>(gs * lds));
-    s.kn.resize(static_cast<size_t>(gs * lds));
-    const float* qg = q + static_cast<size_t>(g0) * d;
+    walk.n = m;
+    s.s.resize(static_cast<size_t>(m));
+    s.kn.resize(static_cast<size_t>(m));
+    const float* qg = q + static_cast<size_t>(g) * d;
     walk.base = kv.key(kvh, 0);
-    int e[sampled::kMaxHeads] = {};
-    sampled::score_walk(kv.dtype, walk, qg, gs, d, knorm, s.s.data(), s.kn.data(), lds, e, isa);
-    for (int g = 0; g < gs; ++g) {
-      if (cnt[g] == 0) continue;
-      float* sg = s.s.data() + g * lds;
-      double qq = 0, qmd = 0;
-      for (int i = 0; i < d; ++i) {
-        const double x = qg[g * d + i];
-        qq += x * x;
-        qmd += x * hs.mean[i];
-      }
-      corr_->logits(sg, s.kn.data() + g * lds, cnt[g], static_cast<float>(std::sqrt(qq)), static_cast<float>(qmd),
-                    scale, sg, isa);
-      PartialSoftmax& ps = s.st_sampled[g0 + g];
-      ps.m = blk::max_of(sg, cnt[g]);
-      ps.l = blk::exp_shift_sum(sg, cnt[g], ps.m, isa);
+    sampled::score_walk(kv.dtype, walk, qg, d, s.s.data(), isa);
+    for (int64_t i = 0; i < m; ++i) s.kn[i] = knorm[s.pos[i]];
+    double qq = 0, qmd = 0;
+    for (int i = 0; i < d; ++i) {
+      const double x = qg[i];
+      qq += x * x;
+      qmd += x * hs.mean[i];
     }
+    float* sg = s.s.data();
+    corr_->logits(sg, s.kn.data(), m, static_cast<float>(std::sqrt(qq)), static_cast<float>(qmd), scale, sg, isa);
+    PartialSoftmax& ps = s.st_sampled[g];
+    ps.m = blk::max_of(sg, m);
+    ps.l = blk::exp_shift_sum(sg, m, ps.m, isa);
     walk.base = kv.value(kvh, 0);
-    std::fill(e, e + sampled::kMaxHeads, 0);
-    sampled::accumulate_walk(kv.dtype, walk, s.s.data(), lds, gs, d, s.acc_sampled.data() + static_cast<size_t>(g0) * d,
-                             e, isa);
+    sampled::accumulate_walk(kv.dtype, walk, sg, d, s.acc_sampled.data() + static_cast<size_t>(g) * d, isa);
   }
   for (int g = 0; g < G; ++g) {
     float* ae = s.acc_exact.data() + static_cast<size_t>(g) * d;

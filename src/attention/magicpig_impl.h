@@ -57,9 +57,8 @@ class MagicPigAttention final : public SequenceAttention {
     lsh::CollisionCounter counter;
     std::vector<uint64_t> seen, cand;   // bitmaps: [words] and [G][words]
     std::vector<uint16_t> qcodes_t, qcodes;  // the group's query codes: [L][G] and [G][L]
-    std::vector<uint32_t> pos;          // union of a sub-group's candidates, sorted
-    std::vector<uint8_t> mask;          // per union row: which heads of the sub-group drew it
-    std::vector<float> s, kn;           // per head: logits, then weights / key norms of its candidates
+    std::vector<uint32_t> pos;          // one head's candidates, sorted
+    std::vector<float> s, kn;           // its logits, then weights; its candidates' key norms
     std::vector<float> acc_exact, acc_sampled;
     std::vector<PartialSoftmax> st_exact, st_sampled;
     RowsScratch rows;

@@ -23,38 +23,26 @@ std::vector<Isa> all_isas() {
 
 struct WalkCase {
   DType t;
-  int d, G;
+  int d;
   int64_t rows = 1000;       // rows in the "cache"
   std::vector<uint16_t> kv;  // [rows][d]
-  std::vector<float> q, knorm;
+  std::vector<float> q;
   std::vector<uint32_t> pos;
-  std::vector<uint8_t> mask;
-  std::vector<int> count;  // rows each head drew
 
-  WalkCase(DType type, int dim, int heads, uint64_t seed) : t(type), d(dim), G(heads) {
+  WalkCase(DType type, int dim, uint64_t seed) : t(type), d(dim) {
     std::mt19937_64 rng(seed);
     std::normal_distribution<float> nd(0.0f, 1.0f);
     kv.resize(static_cast<size_t>(rows * d));
     for (auto& x : kv) x = t == DType::BF16 ? f32_to_bf16(nd(rng)) : f32_to_fp16(nd(rng));
-    q.resize(static_cast<size_t>(G * d));
+    q.resize(static_cast<size_t>(d));
     for (auto& x : q) x = nd(rng);
-    knorm.resize(static_cast<size_t>(rows));
-    for (auto& x : knorm) x = std::abs(nd(rng)) + 0.1f;
-    count.assign(G, 0);
-    std::uniform_int_distribution<int> bits(0, (1 << G) - 1);
-    for (int64_t p = 0; p < rows; ++p) {
-      if (rng() % 3 != 0) continue;  // a sorted, scattered union
-      const auto m = static_cast<uint8_t>(rng() % 8 == 0 ? 0 : bits(rng));  // some empty masks too
-      pos.push_back(static_cast<uint32_t>(p));
-      mask.push_back(m);
-      for (int g = 0; g < G; ++g) count[g] += (m >> g) & 1;
-    }
+    for (int64_t p = 0; p < rows; ++p)
+      if (rng() % 3 == 0) pos.push_back(static_cast<uint32_t>(p));  // sorted and scattered
   }
   sampled::Walk walk() const {
     sampled::Walk w;
     w.base = kv.data();
     w.pos = pos.data();
-    w.mask = mask.data();
     w.n = static_cast<int64_t>(pos.size());
     return w;
   }
@@ -65,67 +53,73 @@ struct WalkCase {
 };
 
 TEST(SampledWalk, ScoresAndAccumulateMatchBruteForceOnEveryIsa) {
+  // 128 and 64: the register-resident accumulators on both ISAs (256: 16 AVX-512 registers);
+  // 80 and 48: the output row in memory (5 / 3 AVX-512 or 10 / 6 AVX2 vectors); 24: scalar
+  // only (dispatch falls back).
   for (DType t : {DType::BF16, DType::F16})
-    for (int d : {128, 64, 80, 24})  // 80: AVX2 only; 24: scalar only (dispatch falls back)
-      for (int G : {1, 3, 4, 8}) {
-        WalkCase c(t, d, G, 100 * d + G);
-        const sampled::Walk w = c.walk();
-        const int64_t lds = static_cast<int64_t>(c.pos.size()) + 3;
-        // Brute force in double: head g's drawn rows in order, dots and value sums with unit weights
-        // scaled by the entry index (so a misordered walk shows).
-        for (Isa isa : all_isas()) {
-          SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " d " << d << " G " << G);
-          std::vector<float> s(G * lds, -7.0f), kn(G * lds, -7.0f), acc(G * d, 0.5f);
-          std::vector<int> cnt(G, 0);
-          sampled::score_walk(t, w, c.q.data(), G, d, c.knorm.data(), s.data(), kn.data(), lds, cnt.data(), isa);
-          std::vector<float> p(G * lds);
-          for (int g = 0; g < G; ++g)
-            for (int64_t e = 0; e < lds; ++e) p[g * lds + e] = 0.01f * static_cast<float>(e + 1);
-          std::vector<int> cnt2(G, 0);
-          sampled::accumulate_walk(t, w, p.data(), lds, G, d, acc.data(), cnt2.data(), isa);
-          for (int g = 0; g < G; ++g) {
-            ASSERT_EQ(cnt[g], c.count[g]);
-            ASSERT_EQ(cnt2[g], c.count[g]);
-            int64_t e = 0;
-            std::vector<double> want(d, 0.5);
-            for (size_t j = 0; j < c.pos.size(); ++j) {
-              if (!((c.mask[j] >> g) & 1)) continue;
-              double dot = 0;
-              for (int i = 0; i < d; ++i) dot += c.q[g * d + i] * c.row(c.pos[j], i);
-              EXPECT_NEAR(s[g * lds + e], dot, 1e-4 * (1 + std::abs(dot)));
-              EXPECT_EQ(kn[g * lds + e], c.knorm[c.pos[j]]);
-              for (int i = 0; i < d; ++i) want[i] += 0.01 * static_cast<double>(e + 1) * c.row(c.pos[j], i);
-              ++e;
-            }
-            EXPECT_EQ(s[g * lds + e], -7.0f);  // nothing written past the head's entries
-            for (int i = 0; i < d; ++i) EXPECT_NEAR(acc[g * d + i], want[i], 1e-4 * (1 + std::abs(want[i])));
-          }
+    for (int d : {128, 64, 256, 80, 48, 24}) {
+      WalkCase c(t, d, 100 * d + static_cast<int>(t));
+      const sampled::Walk w = c.walk();
+      const int64_t n = w.n;
+      // Brute force in double: dots, and value sums with weights that grow with the row index
+      // (so a misordered or skipped row shows), on top of a nonzero starting accumulator.
+      std::vector<double> dot(n, 0.0), want(d, 0.5);
+      std::vector<float> p(n);
+      for (int64_t j = 0; j < n; ++j) {
+        p[j] = 0.01f * static_cast<float>(j + 1);
+        for (int i = 0; i < d; ++i) {
+          dot[j] += c.q[i] * c.row(c.pos[j], i);
+          want[i] += static_cast<double>(p[j]) * c.row(c.pos[j], i);
         }
       }
+      for (Isa isa : all_isas()) {
+        SCOPED_TRACE(::testing::Message() << "isa " << isa_name(isa) << " d " << d);
+        std::vector<float> s(n + 1, -7.0f), acc(d, 0.5f);
+        sampled::score_walk(t, w, c.q.data(), d, s.data(), isa);
+        for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(s[j], dot[j], 1e-4 * (1 + std::abs(dot[j])));
+        EXPECT_EQ(s[n], -7.0f);  // nothing written past the rows
+        sampled::accumulate_walk(t, w, p.data(), d, acc.data(), isa);
+        for (int i = 0; i < d; ++i) EXPECT_NEAR(acc[i], want[i], 1e-4 * (1 + std::abs(want[i])));
+      }
+    }
+}
+
+TEST(SampledWalk, SimdMatchesScalarTwin) {
+  WalkCase c(DType::BF16, 128, 7);
+  const sampled::Walk w = c.walk();
+  std::vector<float> s_ref(w.n), acc_ref(128, 0.0f);
+  sampled::score_walk_ref(DType::BF16, w, c.q.data(), 128, s_ref.data());
+  std::vector<float> p(w.n, 0.25f);
+  sampled::accumulate_walk_ref(DType::BF16, w, p.data(), 128, acc_ref.data());
+  for (Isa isa : all_isas()) {
+    SCOPED_TRACE(isa_name(isa));
+    std::vector<float> s(w.n), acc(128, 0.0f);
+    sampled::score_walk(DType::BF16, w, c.q.data(), 128, s.data(), isa);
+    sampled::accumulate_walk(DType::BF16, w, p.data(), 128, acc.data(), isa);
+    // Same products, summed in another order (lanes vs sequential, fused vs separate rounding).
+    for (int64_t j = 0; j < w.n; ++j) EXPECT_NEAR(s[j], s_ref[j], 2e-5f * (1 + std::abs(s_ref[j])));
+    for (int i = 0; i < 128; ++i) EXPECT_NEAR(acc[i], acc_ref[i], 2e-5f * (1 + std::abs(acc_ref[i])));
+  }
 }
 
 TEST(SampledWalk, EmptyWalkTouchesNothing) {
-  WalkCase c(DType::BF16, 128, 4, 1);
+  WalkCase c(DType::BF16, 128, 1);
   sampled::Walk w = c.walk();
   w.n = 0;
   for (Isa isa : all_isas()) {
-    float s = 1.0f, kn = 2.0f, acc[4 * 128] = {};
-    int cnt[4] = {};
-    sampled::score_walk(DType::BF16, w, c.q.data(), 4, 128, c.knorm.data(), &s, &kn, 1, cnt, isa);
-    sampled::accumulate_walk(DType::BF16, w, &s, 1, 4, 128, acc, cnt, isa);
+    float s = 1.0f, acc[128] = {}, p = 3.0f;
+    sampled::score_walk(DType::BF16, w, c.q.data(), 128, &s, isa);
+    sampled::accumulate_walk(DType::BF16, w, &p, 128, acc, isa);
     EXPECT_EQ(s, 1.0f);
-    EXPECT_EQ(cnt[0] + cnt[1] + cnt[2] + cnt[3], 0);
+    for (float a : acc) EXPECT_EQ(a, 0.0f);
   }
 }
 
 TEST(SampledWalk, RejectsBadArguments) {
-  WalkCase c(DType::BF16, 64, 2, 2);
-  float s[4], kn[4];
-  int cnt[9] = {};
-  EXPECT_THROW(sampled::score_walk(DType::F32, c.walk(), c.q.data(), 2, 64, c.knorm.data(), s, kn, 1, cnt, Isa::Scalar),
-               Error);
-  EXPECT_THROW(sampled::score_walk(DType::BF16, c.walk(), c.q.data(), 9, 64, c.knorm.data(), s, kn, 1, cnt, Isa::Scalar),
-               Error);
+  WalkCase c(DType::BF16, 64, 2);
+  std::vector<float> s(c.pos.size());
+  EXPECT_THROW(sampled::score_walk(DType::F32, c.walk(), c.q.data(), 64, s.data(), Isa::Scalar), Error);
+  EXPECT_THROW(sampled::score_walk(DType::BF16, c.walk(), c.q.data(), 0, s.data(), Isa::Scalar), Error);
 }
 
 // logits(): the SIMD path against the scalar twin (same operations: equal floats expected, a
