@@ -14,32 +14,15 @@
 #include "kernels/gemm_packed.h"
 #include "kernels/kernels.h"
 #include "kernels/row_dot.h"
+#include "bench_util.h"
 
 namespace {
 
 using mp::DType;
 namespace kd = mp::kernels::detail;
 
-std::vector<float> random_floats(int64_t n, uint32_t seed = 1) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> g(0.0f, 1.0f);
-  std::vector<float> v(n);
-  for (auto& x : v) x = g(rng);
-  return v;
-}
-
-std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
-  const auto f = random_floats(cols, 7);
-  const size_t rb = mp::dtype_row_bytes(t, cols);
-  std::vector<uint8_t> w(rb * rows);
-  std::vector<uint8_t> row(rb);
-  mp::kernels::quantize_row(t, f.data(), row.data(), cols);
-  for (int64_t r = 0; r < rows; ++r) {  // rows differ by a rotation of the same values
-    const int64_t shift = (r * 37) % (rb / 2);
-    for (size_t i = 0; i < rb; ++i) w[r * rb + i] = row[(i + shift) % rb];
-  }
-  return w;
-}
+using bench::random_floats;
+using bench::random_weights;
 
 DType type_of(int64_t i) { return i == 0 ? DType::Q4_0 : DType::Q8_0; }
 

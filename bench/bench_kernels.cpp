@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "kernels/kernels.h"
+#include "bench_util.h"
 #include "read_bandwidth.h"
 
 namespace {
@@ -113,27 +114,8 @@ BENCHMARK(BM_RandomRowPairs)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// ---- weights ----
-std::vector<uint8_t> random_weights(DType t, int64_t rows, int64_t cols) {
-  const size_t rb = mp::dtype_row_bytes(t, cols);
-  std::vector<uint8_t> w(rb * rows);
-  std::vector<float> row(cols);
-  std::mt19937 rng(1);
-  std::uniform_real_distribution<float> d(-1, 1);
-  for (int64_t r = 0; r < rows; ++r) {
-    if (r < 64) for (auto& v : row) v = d(rng);  // 64 distinct rows are enough for timing
-    mp::kernels::quantize_row(t, row.data(), w.data() + r * rb, cols);
-  }
-  return w;
-}
-
-std::vector<float> random_floats(size_t n) {
-  std::vector<float> v(n);
-  std::mt19937 rng(2);
-  std::uniform_real_distribution<float> d(-1, 1);
-  for (auto& x : v) x = d(rng);
-  return v;
-}
+using bench::random_floats;
+using bench::random_weights;
 
 constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q4_K, DType::Q4_0};
 
