@@ -12,6 +12,8 @@
 
 #include <immintrin.h>
 
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -236,6 +238,39 @@ void BM_MagicPigGatherFloor(benchmark::State& state) {
   state.counters["MB_read"] = rows / kQueries * kDim * 2.0 * 2 / 1e6;
 }
 
+// Candidate retrieval alone (the step's table lookups, counting and sorted read-out), all
+// query heads of one step, 2 threads over the KV heads as attend() does.
+void BM_Retrieve(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int k = static_cast<int>(state.range(1)), l = static_cast<int>(state.range(2));
+  const Context& c = context(n);
+  const KvView kv = c.cache->view(0);
+  MagicPigAttention& pig = built_pig(n, k, l, kv);
+  const int G = kHeads / kKvHeads;
+  // codes[qi][h][t]
+  std::vector<uint16_t> codes(static_cast<size_t>(kQueries) * kHeads * l), tmp(static_cast<size_t>(l) * kHeads);
+  for (int qi = 0; qi < kQueries; ++qi) {
+    lsh::hash_rows(pig.projection(), c.queries.data() + static_cast<size_t>(qi) * kHeads * kDim, kHeads, kDim, tmp.data(), kHeads);
+    for (int h = 0; h < kHeads; ++h)
+      for (int t = 0; t < l; ++t) codes[(static_cast<size_t>(qi) * kHeads + h) * l + t] = tmp[static_cast<size_t>(t) * kHeads + h];
+  }
+  std::vector<lsh::CollisionCounts> counts(kThreads);
+  std::vector<std::vector<uint32_t>> out(kThreads, std::vector<uint32_t>(static_cast<size_t>(n)));
+  double found = 0;
+  int qi = 0;
+  for (auto _ : state) {
+    const uint16_t* cq = codes.data() + static_cast<size_t>(qi++ % kQueries) * kHeads * l;
+    int64_t total = 0;
+#pragma omp parallel for num_threads(kThreads) schedule(dynamic, 1) reduction(+ : total)
+    for (int kvh = 0; kvh < kKvHeads; ++kvh)
+      for (int g = 0; g < G; ++g)
+        total += pig.tables(0, kvh).retrieve(cq + static_cast<size_t>(kvh * G + g) * l, 2, counts[omp_get_thread_num()],
+                                             out[omp_get_thread_num()].data());
+    found += static_cast<double>(total);
+  }
+  state.counters["cand_per_head"] = found / state.iterations() / kHeads;
+}
+
 void BM_TableBuild(benchmark::State& state) {
   const int64_t n = state.range(0);
   const Context& c = context(n);
@@ -266,6 +301,7 @@ BENCHMARK(BM_ReadBandwidth)->Arg(0)->Arg(1)->Arg(2)->ArgName("reader")->Unit(ben
 BENCHMARK(BM_Dense)->Apply(dense_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPig)->Apply(pig_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPigGatherFloor)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_Retrieve)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_TableBuild)->Args({131072})->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime()->UseRealTime();
 
 }  // namespace

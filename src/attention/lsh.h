@@ -37,21 +37,21 @@ void hash_rows_ref(const Projection& p, const float* x, int64_t n, int64_t ldx, 
                    int64_t code_stride);
 
 // ---- collision counting -------------------------------------------------------------------
-// Epoch-stamped per-position counters: entry = epoch << 8 | count, so starting a new query
-// is O(1) instead of a memset. Counts only need to reach the threshold (<= 255).
-struct CollisionCounter {
-  std::vector<uint32_t> stamp;  // indexed by token position
-  uint32_t epoch = 0;
-  // Starts a new query over positions [0, n_positions).
-  void begin(int64_t n_positions);
-  // Adds one collision of position pos; true exactly when its count reaches threshold.
-  bool hit(uint32_t pos, uint32_t threshold) {
-    uint32_t e = stamp[pos];
-    e = (e >> 8) == epoch ? e + 1 : (epoch << 8) | 1u;
-    stamp[pos] = e;
-    return (e & 0xffu) == threshold;
-  }
+// One query's collision counts: one byte per token position (128 KB at 128k tokens, in L2),
+// all zero between queries. Retrieval adds 1 per (table, stored token) in the query's buckets
+// and then reads the counts once in position order (32 per AVX2 compare), which gives the
+// candidates already sorted and leaves every count zero again: no per-query clear is needed
+// beyond that pass, which the sorted output needs anyway.
+struct CollisionCounts {
+  std::vector<uint8_t> count;  // [>= max_position() rounded up to 64], zero between queries
 };
+
+// out = positions p in [0, n) with count[p] >= threshold (>= 1), in increasing order; sets count[p]
+// = 0 for every p in [0, n). count and out must hold n rounded up to a multiple of 64 entries
+// (the SIMD version reads whole blocks and writes 8 positions at a time). Returns how many
+// positions were written. Scalar reference and AVX2 version.
+int64_t take_candidates(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out, Isa isa = selected_isa());
+int64_t take_candidates_ref(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out);
 
 // ---- hash tables of one (layer, KV head) --------------------------------------------------
 // Tokens live in chunks of at most 65536 consecutive positions, each a CSR per table: bucket
@@ -74,20 +74,12 @@ class HashTables {
   void add_chunk(int64_t base, int64_t n, const uint16_t* codes, int n_threads);
   // Inserts one generated token; positions must be increasing and above every earlier one.
   void insert(int64_t pos, const uint16_t* codes /*[L]*/);
-  // Calls counter.hit for every (table, stored token) in the query's buckets and writes the
-  // positions whose count reaches threshold to out (each once). Returns how many.
-  int64_t retrieve(const uint16_t* qcodes /*[L]*/, uint32_t threshold, CollisionCounter& counter,
-                   uint32_t* out) const;
-
-  // The same candidate set as a bitmap (bit p % 64 of word p / 64 for position p): sets the
-  // bits of cand for every position colliding in >= threshold tables. Positions come out sorted
-  // for free, and for threshold <= 2 the counting needs only bit tests in `seen` (16 KB for
-  // 128k positions: it stays in L1, unlike 4-byte counters). cand and seen: bitmap_words()
-  // words; cand must be zero; seen must be zero for threshold 2 and is left dirty; counter is
-  // used for threshold >= 3 and must have been begun.
-  void retrieve_bits(const uint16_t* qcodes /*[L]*/, uint32_t threshold, CollisionCounter& counter,
-                     uint64_t* seen, uint64_t* cand) const;
-  int64_t bitmap_words() const { return (end_ + 63) / 64; }
+  // The candidates of one query: the positions colliding with qcodes in >= threshold of the
+  // L tables (1 <= threshold <= 255), written to out in increasing order; returns how many.
+  // out must hold max_position() rounded up to a multiple of 64 entries. counts are grown as
+  // needed and left all zero.
+  int64_t retrieve(const uint16_t* qcodes /*[L]*/, uint32_t threshold, CollisionCounts& counts, uint32_t* out,
+                   Isa isa = selected_isa()) const;
 
   int64_t size() const;            // tokens stored
   int64_t max_position() const;    // largest stored position + 1 (0 when empty)
@@ -103,9 +95,10 @@ class HashTables {
     std::vector<uint16_t, HugePageAllocator<uint16_t>> index;  // [L][n]
   };
   void flush_tail();
-  // Calls f(position) for every (table, stored token) in the query's buckets.
-  template <class F>
-  void for_each_collision(const uint16_t* qcodes, F&& f) const;
+  // count[position] += 1 for every (table, stored token) in the query's buckets; with
+  // Saturate (L > 255) counts stop at 255 instead of wrapping.
+  template <bool Saturate>
+  void count_collisions(const uint16_t* qcodes, uint8_t* count) const;
 
   int k_ = 0, l_ = 0;
   std::vector<Chunk> chunks_;
@@ -182,6 +175,7 @@ class SamplingCorrection {
 
 namespace detail {
 // The AVX2 body of SamplingCorrection::logits for tables without exact intervals.
+int64_t take_candidates_avx2(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out);
 void correction_logits_avx2(const float* table, int intervals, float theta_scale, const float* dots,
                             const float* kn, int64_t n, float qn, float qm, float scale, float* out);
 }  // namespace detail

@@ -70,4 +70,53 @@ void hash_rows_avx2(const Projection& p, const float* x, int64_t n, int64_t ldx,
   }
 }
 
+namespace {
+
+// For each 8-bit mask: the indices of its set bits, in increasing order, then padding; and
+// how many there are. Turns 8 compare results into positions with one permute, no branch.
+// Built at compile time (constexpr): code in this file may use AVX2, and a run-time
+// initialiser would run at start-up on CPUs without it.
+struct CompactTable {
+  alignas(32) uint32_t index[256][8] = {};
+  uint8_t count[256] = {};
+  constexpr CompactTable() {
+    for (int m = 0; m < 256; ++m) {
+      int c = 0;
+      for (int b = 0; b < 8; ++b)
+        if (m >> b & 1) index[m][c++] = static_cast<uint32_t>(b);
+      for (int j = c; j < 8; ++j) index[m][j] = 0;
+      count[m] = static_cast<uint8_t>(c);
+    }
+  }
+};
+constexpr CompactTable kCompact;
+
+}  // namespace
+
+// 32 counts per compare (unsigned count >= threshold as max(count, threshold) == count), and
+// the hits of each 8 counts written out by a table permute (a branch per hit mispredicted
+// about once per block: at 1-2% candidates most 32-blocks hold zero to two hits). The counts
+// past n up to the next multiple of 64 are zero, so the last block needs no scalar tail, and
+// every store of 8 positions stays inside out's n-rounded-up-to-64 entries.
+int64_t take_candidates_avx2(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out) {
+  const __m256i thr = _mm256_set1_epi8(static_cast<char>(threshold));
+  const __m256i zero = _mm256_setzero_si256();
+  int64_t m = 0;
+  for (int64_t p = 0; p < n; p += 32) {
+    auto* blk = reinterpret_cast<__m256i*>(count + p);
+    const __m256i c = _mm256_loadu_si256(blk);
+    const uint32_t mask = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(c, thr), c)));
+    _mm256_storeu_si256(blk, zero);
+    if (mask == 0) continue;
+    for (int b = 0; b < 4; ++b) {
+      const uint32_t mb = (mask >> (8 * b)) & 0xffu;
+      const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompact.index[mb]));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + m),
+                          _mm256_add_epi32(idx, _mm256_set1_epi32(static_cast<int>(p + 8 * b))));
+      m += kCompact.count[mb];
+    }
+  }
+  return m;
+}
+
 }  // namespace mp::attn::lsh::detail

@@ -11,15 +11,19 @@
 
 namespace mp::attn::lsh {
 
-void CollisionCounter::begin(int64_t n_positions) {
-  if (static_cast<int64_t>(stamp.size()) < n_positions) {
-    // Grow geometrically; new entries are 0 = "epoch 0", which begin() never hands out.
-    stamp.resize(std::max<size_t>(static_cast<size_t>(n_positions), stamp.size() * 3 / 2), 0u);
+int64_t take_candidates_ref(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out) {
+  int64_t m = 0;
+  for (int64_t p = 0; p < n; ++p) {
+    if (count[p] >= threshold) out[m++] = static_cast<uint32_t>(p);
+    count[p] = 0;
   }
-  if (++epoch >= (1u << 24)) {  // the stamp keeps 24 epoch bits
-    std::fill(stamp.begin(), stamp.end(), 0u);
-    epoch = 1;
-  }
+  return m;
+}
+
+int64_t take_candidates(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out, Isa isa) {
+  check(threshold >= 1 && threshold <= 255, "lsh: collision threshold must be in [1, 255]");
+  if (isa >= Isa::Avx2) return detail::take_candidates_avx2(count, n, threshold, out);
+  return take_candidates_ref(count, n, threshold, out);
 }
 
 void HashTables::add_chunk(int64_t base, int64_t n, const uint16_t* codes, int n_threads) {
@@ -110,10 +114,14 @@ void HashTables::flush_tail() {
   tail_pos_.clear();
 }
 
-template <class F>
-void HashTables::for_each_collision(const uint16_t* qcodes, F&& f) const {
+template <bool Saturate>
+void HashTables::count_collisions(const uint16_t* qcodes, uint8_t* count) const {
   const int64_t buckets = int64_t{1} << k_;
   const int nt = static_cast<int>(tail_pos_.size());
+  auto add = [](uint8_t* c) {
+    if constexpr (Saturate) *c = static_cast<uint8_t>(*c + (*c != 255));
+    else ++*c;
+  };
   // Each table's bucket is a random place in tens of MB of tables: prefetch the offsets
   // kOffAhead tables ahead and the buckets kIdxAhead tables ahead, so the misses of many
   // tables overlap instead of costing one memory latency each.
@@ -137,8 +145,8 @@ void HashTables::for_each_collision(const uint16_t* qcodes, F&& f) const {
     for (const Chunk& c : chunks_) {
       const uint32_t* off = c.offsets.data() + t * (buckets + 1);
       const uint16_t* idx = c.index.data() + t * c.n;
-      const uint32_t base = static_cast<uint32_t>(c.base);
-      for (uint32_t i = off[code], e = off[code + 1]; i < e; ++i) f(base + idx[i]);
+      uint8_t* cb = count + c.base;
+      for (uint32_t i = off[code], e = off[code + 1]; i < e; ++i) add(cb + idx[i]);
     }
     // Tail: 8 codes per SSE2 compare; matches are rare (about 1 in 2^K).
     if (nt) {
@@ -151,38 +159,22 @@ void HashTables::for_each_collision(const uint16_t* qcodes, F&& f) const {
           const int jj = j + (__builtin_ctz(m) >> 1);
           m &= m - 1;
           m &= m - 1;  // two mask bits per 16-bit lane
-          if (jj < nt) f(tail_pos_[jj]);
+          if (jj < nt) add(count + tail_pos_[jj]);
         }
       }
     }
   }
 }
 
-int64_t HashTables::retrieve(const uint16_t* qcodes, uint32_t threshold, CollisionCounter& counter,
-                             uint32_t* out) const {
-  int64_t n_out = 0;
-  for_each_collision(qcodes, [&](uint32_t pos) {
-    if (counter.hit(pos, threshold)) out[n_out++] = pos;
-  });
-  return n_out;
-}
-
-void HashTables::retrieve_bits(const uint16_t* qcodes, uint32_t threshold, CollisionCounter& counter,
-                               uint64_t* seen, uint64_t* cand) const {
-  if (threshold == 1) {
-    for_each_collision(qcodes, [&](uint32_t pos) { cand[pos >> 6] |= uint64_t{1} << (pos & 63); });
-  } else if (threshold == 2) {
-    // Branch-free: a position already seen in an earlier table becomes a candidate.
-    for_each_collision(qcodes, [&](uint32_t pos) {
-      const uint64_t bit = uint64_t{1} << (pos & 63), s = seen[pos >> 6];
-      cand[pos >> 6] |= s & bit;
-      seen[pos >> 6] = s | bit;
-    });
-  } else {
-    for_each_collision(qcodes, [&](uint32_t pos) {
-      if (counter.hit(pos, threshold)) cand[pos >> 6] |= uint64_t{1} << (pos & 63);
-    });
-  }
+int64_t HashTables::retrieve(const uint16_t* qcodes, uint32_t threshold, CollisionCounts& counts, uint32_t* out,
+                             Isa isa) const {
+  check(threshold >= 1 && threshold <= 255, "lsh: collision threshold must be in [1, 255]");
+  const int64_t n = end_, padded = (n + 63) / 64 * 64;
+  if (static_cast<int64_t>(counts.count.size()) < padded)
+    counts.count.resize(std::max<size_t>(static_cast<size_t>(padded), counts.count.size() * 5 / 4 / 64 * 64), 0);
+  if (l_ > 255) count_collisions<true>(qcodes, counts.count.data());
+  else count_collisions<false>(qcodes, counts.count.data());
+  return take_candidates(counts.count.data(), n, threshold, out, isa);
 }
 
 int64_t HashTables::size() const {

@@ -20,7 +20,7 @@
 namespace mp::attn {
 
 namespace {
-constexpr int kMaxThreshold = 255;  // CollisionCounter keeps 8 count bits
+constexpr int kMaxThreshold = 255;  // lsh::CollisionCounts keeps one byte per position
 constexpr int64_t kHashBlockRows = 64;
 }  // namespace
 
@@ -201,7 +201,7 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     if (r[1] > r[0])
       attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa);
 
-  // Query codes ([t][g] from hash_rows, transposed to [g][t] for retrieve_bits).
+  // Query codes ([t][g] from hash_rows, transposed to [g][t] for retrieve).
   s.qcodes_t.resize(static_cast<size_t>(L) * G);
   s.qcodes.resize(static_cast<size_t>(G) * L);
   lsh::hash_rows(*proj_, q, G, d, s.qcodes_t.data(), G, isa);
@@ -209,38 +209,17 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = s.qcodes_t[static_cast<size_t>(t) * G + g];
   const uint16_t* qcodes = s.qcodes.data();
 
-  // Candidate bitmaps per head.
-  const int64_t words = hs.tables.bitmap_words();
-  s.seen.resize(static_cast<size_t>(words));
-  s.cand.assign(static_cast<size_t>(words) * G, 0);
-  const uint32_t thr = static_cast<uint32_t>(cfg_.threshold);
-  for (int g = 0; g < G; ++g) {
-    if (thr == 2) std::fill(s.seen.begin(), s.seen.end(), 0);
-    if (thr >= 3) s.counter.begin(hs.tables.max_position());
-    hs.tables.retrieve_bits(qcodes + static_cast<size_t>(g) * L, thr, s.counter, s.seen.data(),
-                            s.cand.data() + static_cast<size_t>(g) * words);
-  }
-  if (record_)
-    for (int g = 0; g < G; ++g) {
-      auto& rec = recorded_[kvh * G + g];
-      rec.clear();
-      for (int64_t w = 0; w < words; ++w)
-        for (uint64_t u = s.cand[static_cast<size_t>(g) * words + w]; u; u &= u - 1)
-          rec.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(u)));
-    }
-
-  // Sampled part, one head at a time (sampled_walk.h): its candidates' keys are scored in one
-  // walk, the logits get the sampling correction and one softmax, and a second walk adds the
-  // weighted values.
+  // Sampled part, one head at a time: its candidates (sorted positions colliding in >= threshold
+  // tables), then (sampled_walk.h) its candidates' keys are scored in one walk, the logits get
+  // the sampling correction and one softmax, and a second walk adds the weighted values.
   s.st_sampled.assign(G, PartialSoftmax{});
   s.acc_sampled.assign(gd, 0.0f);
   const float* knorm = hs.key_norm.data();
+  s.pos.resize(static_cast<size_t>((hs.tables.max_position() + 63) / 64 * 64));
   for (int g = 0; g < G; ++g) {
-    s.pos.clear();
-    const uint64_t* cg = s.cand.data() + static_cast<size_t>(g) * words;
-    for (int64_t w = 0; w < words; ++w)
-      for (uint64_t u = cg[w]; u; u &= u - 1) s.pos.push_back(static_cast<uint32_t>(w * 64 + __builtin_ctzll(u)));
-    const int64_t m = static_cast<int64_t>(s.pos.size());
+    const int64_t m = hs.tables.retrieve(qcodes + static_cast<size_t>(g) * L, static_cast<uint32_t>(cfg_.threshold),
+                                         s.counts, s.pos.data(), isa);
+    if (record_) recorded_[kvh * G + g].assign(s.pos.begin(), s.pos.begin() + m);
     n_cand[g] = m;
     if (m == 0) continue;
     sampled::Walk walk;

@@ -54,8 +54,7 @@ class MagicPigAttention final : public SequenceAttention {
     bool sampled() const { return off_end > off_begin; }
   };
   struct Scratch {
-    lsh::CollisionCounter counter;
-    std::vector<uint64_t> seen, cand;   // bitmaps: [words] and [G][words]
+    lsh::CollisionCounts counts;
     std::vector<uint16_t> qcodes_t, qcodes;  // the group's query codes: [L][G] and [G][L]
     std::vector<uint32_t> pos;          // one head's candidates, sorted
     std::vector<float> s, kn;           // its logits, then weights; its candidates' key norms

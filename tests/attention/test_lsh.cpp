@@ -18,6 +18,14 @@ namespace {
 
 using lsh::HashTables;
 
+// Scalar and every SIMD level up to selected_isa() (MAGICPIG_ISA caps it).
+std::vector<Isa> test_isas() {
+  std::vector<Isa> v;
+  for (Isa i : {Isa::Scalar, Isa::Avx2, Isa::Avx512})
+    if (i <= selected_isa()) v.push_back(i);
+  return v;
+}
+
 TEST(LshProjection, SeededAndGaussian) {
   const auto a = lsh::make_projection(128, 10, 150, 42), b = lsh::make_projection(128, 10, 150, 42);
   const auto c = lsh::make_projection(128, 10, 150, 43);
@@ -112,8 +120,8 @@ void check_tables(int k, int l, int64_t n_prompt, int64_t n_gen, uint64_t seed) 
     tab.add_chunk(base + c0, n, block.data(), 2);
   }
   const int64_t gen0 = base + n_prompt + 50;  // generated positions after a local gap
-  lsh::CollisionCounter counter;
-  std::vector<uint32_t> out(codes.size() + n_gen);
+  lsh::CollisionCounts counts;
+  std::vector<uint32_t> out(static_cast<size_t>((base + n_prompt + 50 + n_gen + 63) / 64 * 64));
   auto verify = [&] {
     for (int trial = 0; trial < 3; ++trial) {
       std::vector<uint16_t> q(l);
@@ -126,20 +134,17 @@ void check_tables(int k, int l, int64_t n_prompt, int64_t n_gen, uint64_t seed) 
           for (int t = 0; t < l; ++t) hits += codes[i][t] == q[t];
           if (hits >= static_cast<int>(thr)) want.insert(static_cast<uint32_t>(pos[i]));
         }
-        counter.begin(tab.max_position());
-        const int64_t n = tab.retrieve(q.data(), thr, counter, out.data());
-        std::set<uint32_t> got(out.begin(), out.begin() + n);
-        ASSERT_EQ(static_cast<size_t>(n), got.size()) << "duplicate candidates";
-        ASSERT_EQ(got, want) << "K=" << k << " L=" << l << " thr=" << thr << " stored=" << codes.size();
-        // The bitmap form gives the same set.
-        std::vector<uint64_t> seen(static_cast<size_t>(tab.bitmap_words()), 0), cand(seen.size(), 0);
-        counter.begin(tab.max_position());
-        tab.retrieve_bits(q.data(), thr, counter, seen.data(), cand.data());
-        std::set<uint32_t> got_bits;
-        for (size_t w = 0; w < cand.size(); ++w)
-          for (int b = 0; b < 64; ++b)
-            if (cand[w] >> b & 1) got_bits.insert(static_cast<uint32_t>(w * 64 + b));
-        ASSERT_EQ(got_bits, want) << "retrieve_bits K=" << k << " L=" << l << " thr=" << thr;
+        for (Isa isa : test_isas()) {
+          const int64_t n = tab.retrieve(q.data(), thr, counts, out.data(), isa);
+          const std::vector<uint32_t> got(out.begin(), out.begin() + n);
+          ASSERT_TRUE(std::is_sorted(got.begin(), got.end()) &&
+                      std::adjacent_find(got.begin(), got.end()) == got.end())
+              << "candidates must come out increasing, each once";
+          ASSERT_EQ(std::set<uint32_t>(got.begin(), got.end()), want)
+              << "K=" << k << " L=" << l << " thr=" << thr << " stored=" << codes.size() << " isa=" << isa_name(isa);
+          ASSERT_TRUE(std::all_of(counts.count.begin(), counts.count.end(), [](uint8_t c) { return c == 0; }))
+              << "retrieve must leave the counts zero";
+        }
       }
     }
   };
@@ -201,17 +206,53 @@ TEST(LshTables, HugePageAllocatorStorage) {
   EXPECT_EQ(small[99], 3);
 }
 
-TEST(LshTables, CounterEpochWrap) {
-  lsh::CollisionCounter c;
-  c.begin(10);
-  EXPECT_FALSE(c.hit(3, 2));
-  EXPECT_TRUE(c.hit(3, 2));
-  c.epoch = (1u << 24) - 1;  // next begin wraps and must clear stale stamps
-  c.stamp[4] = (2u << 8) | 1u;
-  c.begin(10);
-  EXPECT_EQ(c.epoch, 1u);
-  EXPECT_FALSE(c.hit(4, 2));
-  EXPECT_TRUE(c.hit(4, 2));
+// take_candidates: AVX2 equals the scalar reference (sorted positions, counts zeroed) for
+// lengths around the 32-byte blocks and every threshold class, including counts of 255.
+TEST(LshTables, TakeCandidatesMatchesReference) {
+  std::mt19937 rng(11);
+  for (int64_t n : {0, 1, 31, 32, 33, 64, 100, 1000, 4097}) {
+    for (uint32_t thr : {1u, 2u, 3u, 128u, 255u}) {
+      const int64_t padded = (n + 63) / 64 * 64;
+      std::vector<uint8_t> c0(static_cast<size_t>(padded), 0);
+      for (int64_t p = 0; p < n; ++p) {
+        const uint32_t r = rng() % 8;
+        c0[p] = static_cast<uint8_t>(r < 4 ? 0 : r < 6 ? rng() % 4 : r < 7 ? 128 + rng() % 2 : 254 + rng() % 2);
+      }
+      std::vector<uint32_t> want;
+      for (int64_t p = 0; p < n; ++p)
+        if (c0[p] >= thr) want.push_back(static_cast<uint32_t>(p));
+      for (Isa isa : test_isas()) {
+        std::vector<uint8_t> c = c0;
+        std::vector<uint32_t> out(static_cast<size_t>(padded));
+        const int64_t m = lsh::take_candidates(c.data(), n, thr, out.data(), isa);
+        out.resize(static_cast<size_t>(m));
+        EXPECT_EQ(out, want) << "n=" << n << " thr=" << thr << " isa=" << isa_name(isa);
+        EXPECT_TRUE(std::all_of(c.begin(), c.end(), [](uint8_t x) { return x == 0; }));
+      }
+    }
+  }
+  std::vector<uint8_t> c(64, 1);
+  uint32_t out[64];
+  EXPECT_THROW(lsh::take_candidates(c.data(), 10, 0, out), Error);
+}
+
+// More than 255 tables: counts saturate at 255 instead of wrapping to 0, so a key that collides
+// in all L = 300 tables is still a candidate at any threshold.
+TEST(LshTables, CountsSaturateBeyond255Tables) {
+  const int l = 300;
+  HashTables tab(2, l);
+  std::vector<uint16_t> block(static_cast<size_t>(l) * 3);
+  for (int t = 0; t < l; ++t) block[t * 3 + 0] = 1, block[t * 3 + 1] = t < 200 ? 1 : 2, block[t * 3 + 2] = 3;
+  tab.add_chunk(0, 3, block.data(), 1);
+  std::vector<uint16_t> q(l, 1);
+  lsh::CollisionCounts counts;
+  std::vector<uint32_t> out(64);
+  for (Isa isa : test_isas()) {
+    EXPECT_EQ(tab.retrieve(q.data(), 255, counts, out.data(), isa), 1) << isa_name(isa);  // 300 hits
+    EXPECT_EQ(out[0], 0u);
+    EXPECT_EQ(tab.retrieve(q.data(), 200, counts, out.data(), isa), 2) << isa_name(isa);  // 300 and 200
+    EXPECT_EQ(tab.retrieve(q.data(), 1, counts, out.data(), isa), 2) << isa_name(isa);
+  }
 }
 
 // P[Binomial(L, p) >= t] by direct summation of the upper tail in long double.
