@@ -35,6 +35,18 @@ struct T {
     if constexpr (BF) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     else return _mm256_cvtph_ps(h);
   }
+  // 2W BF16 values in one load: the even elements are the low halves of the 32-bit lanes
+  // (shifted up), the odd ones the high halves (masked).
+  static void load_bf16_split(const uint16_t* p, V& even, V& odd) {
+    const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+    even = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
+    odd = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  // out[r] = sum of a[r]'s lanes, r < 4.
+  static void reduce4(const V (&a)[4], float* out) {
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(a[0], a[1]), _mm256_hadd_ps(a[2], a[3]));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
   // Same polynomial as the AVX-512 version; 2^n built in the exponent field.
   static V exp(V x) {
     const V under = _mm256_cmp_ps(x, _mm256_set1_ps(-87.33f), _CMP_LT_OQ);

@@ -57,6 +57,20 @@ struct T {
     if constexpr (BF) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     else return _mm512_cvtph_ps(h);
   }
+  // 2W BF16 values in one load: the even elements are the low halves of the 32-bit lanes
+  // (shifted up), the odd ones the high halves (masked).
+  static void load_bf16_split(const uint16_t* p, V& even, V& odd) {
+    const __m512i x = _mm512_loadu_si512(p);
+    even = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
+    odd = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  // out[r] = sum of a[r]'s lanes, r < 4: halves folded, then two rounds of pairwise adds.
+  static void reduce4(const V (&a)[4], float* out) {
+    __m256 b[4];
+    for (int r = 0; r < 4; ++r) b[r] = _mm256_add_ps(_mm512_castps512_ps256(a[r]), _mm512_extractf32x8_ps(a[r], 1));
+    const __m256 t = _mm256_hadd_ps(_mm256_hadd_ps(b[0], b[1]), _mm256_hadd_ps(b[2], b[3]));
+    _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(t), _mm256_extractf128_ps(t, 1)));
+  }
   // Cephes-style expf: 2^n * poly(r), r = x - n ln2; exact 0 below -87.33 (incl. -inf), NaN kept.
   static V exp(V x) {
     const __mmask16 under = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-87.33f), _CMP_LT_OQ);

@@ -78,6 +78,15 @@ TEST(SampledWalk, ScoresAndAccumulateMatchBruteForceOnEveryIsa) {
         sampled::score_walk(t, w, c.q.data(), d, s.data(), isa);
         for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(s[j], dot[j], 1e-4 * (1 + std::abs(dot[j])));
         EXPECT_EQ(s[n], -7.0f);  // nothing written past the rows
+        // Short walks: the 4-row steps of the BF16 key walk and their 1..3-row tails.
+        for (int64_t m : {0, 1, 2, 3, 4, 5, 7}) {
+          sampled::Walk wm = w;
+          wm.n = m;
+          std::vector<float> sm(m + 1, -7.0f);
+          sampled::score_walk(t, wm, c.q.data(), d, sm.data(), isa);
+          for (int64_t j = 0; j < m; ++j) EXPECT_NEAR(sm[j], dot[j], 1e-4 * (1 + std::abs(dot[j]))) << m;
+          EXPECT_EQ(sm[m], -7.0f);
+        }
         sampled::accumulate_walk(t, w, p.data(), d, acc.data(), isa);
         for (int i = 0; i < d; ++i) EXPECT_NEAR(acc[i], want[i], 1e-4 * (1 + std::abs(want[i])));
       }
