@@ -35,12 +35,26 @@ struct T {
     if constexpr (BF) return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
     else return _mm256_cvtph_ps(h);
   }
+  static constexpr bool kSplitRows = true;  // dense BF16 blocks as even/odd halves
   // 2W BF16 values in one load: the even elements are the low halves of the 32-bit lanes
   // (shifted up), the odd ones the high halves (masked).
   static void load_bf16_split(const uint16_t* p, V& even, V& odd) {
     const __m256i x = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
     even = _mm256_castsi256_ps(_mm256_slli_epi32(x, 16));
     odd = _mm256_castsi256_ps(_mm256_and_si256(x, _mm256_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  // 2W floats as their even and odd elements, and back (accumulators kept split).
+  static void load_split_f32(const float* p, V& even, V& odd) {
+    const __m256 a = _mm256_loadu_ps(p), b = _mm256_loadu_ps(p + 8);
+    even = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(2, 0, 2, 0))),
+                                                  _MM_SHUFFLE(3, 1, 2, 0)));
+    odd = _mm256_castpd_ps(_mm256_permute4x64_pd(_mm256_castps_pd(_mm256_shuffle_ps(a, b, _MM_SHUFFLE(3, 1, 3, 1))),
+                                                 _MM_SHUFFLE(3, 1, 2, 0)));
+  }
+  static void store_split_f32(float* p, V even, V odd) {
+    const __m256 lo = _mm256_unpacklo_ps(even, odd), hi = _mm256_unpackhi_ps(even, odd);
+    _mm256_storeu_ps(p, _mm256_permute2f128_ps(lo, hi, 0x20));
+    _mm256_storeu_ps(p + 8, _mm256_permute2f128_ps(lo, hi, 0x31));
   }
   // out[r] = sum of a[r]'s lanes, r < 4.
   static void reduce4(const V (&a)[4], float* out) {

@@ -57,12 +57,25 @@ struct T {
     if constexpr (BF) return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(h), 16));
     else return _mm512_cvtph_ps(h);
   }
+  static constexpr bool kSplitRows = false;  // no gain measured for dense blocks here
   // 2W BF16 values in one load: the even elements are the low halves of the 32-bit lanes
   // (shifted up), the odd ones the high halves (masked).
   static void load_bf16_split(const uint16_t* p, V& even, V& odd) {
     const __m512i x = _mm512_loadu_si512(p);
     even = _mm512_castsi512_ps(_mm512_slli_epi32(x, 16));
     odd = _mm512_castsi512_ps(_mm512_and_si512(x, _mm512_set1_epi32(static_cast<int>(0xffff0000u))));
+  }
+  // 2W floats as their even and odd elements, and back (accumulators kept split).
+  static void load_split_f32(const float* p, V& even, V& odd) {
+    const __m512 a = _mm512_loadu_ps(p), b = _mm512_loadu_ps(p + 16);
+    const __m512i ie = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+    even = _mm512_permutex2var_ps(a, ie, b);
+    odd = _mm512_permutex2var_ps(a, _mm512_add_epi32(ie, _mm512_set1_epi32(1)), b);
+  }
+  static void store_split_f32(float* p, V even, V odd) {
+    const __m512i lo = _mm512_setr_epi32(0, 16, 1, 17, 2, 18, 3, 19, 4, 20, 5, 21, 6, 22, 7, 23);
+    _mm512_storeu_ps(p, _mm512_permutex2var_ps(even, lo, odd));
+    _mm512_storeu_ps(p + 16, _mm512_permutex2var_ps(even, _mm512_add_epi32(lo, _mm512_set1_epi32(8)), odd));
   }
   // out[r] = sum of a[r]'s lanes, r < 4: halves folded, then two rounds of pairwise adds.
   static void reduce4(const V (&a)[4], float* out) {

@@ -38,7 +38,10 @@ TEST(DenseKernels, ScoresAndAccumulateMatchReference) {
   std::mt19937_64 rng(7);
   for (Isa isa : simd_isas())
     for (DType t : {DType::BF16, DType::F16})
-      for (int d : {8, 16, 24, 48, 64, 72, 128, 36})  // 16/48: unpaired AVX-512; 8/24/72: unpaired AVX2; 36: scalar
+      // 16/48: unpaired AVX-512; 8/24/72: unpaired AVX2; 36: scalar. BF16 rows with d a
+      // multiple of 2W (AVX-512 64/96/128/256, AVX2 also 16/48) take the even/odd split path;
+      // 96 ends in a half tile, 320 is past the split path's limit (256).
+      for (int d : {8, 16, 24, 48, 64, 72, 96, 128, 256, 320, 36})
         for (int rows : {1, 2, 3, 4, 5, 9})
           for (int n : {1, 3, 4, 5, 17, 64}) {
             const auto q = random_f32(static_cast<size_t>(rows) * d, rng);
