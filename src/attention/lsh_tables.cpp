@@ -133,7 +133,9 @@ void HashTables::count_collisions(const uint16_t* qcodes, uint8_t* count) const 
     for (const Chunk& c : chunks_) {
       const uint32_t* off = c.offsets.data() + t * (buckets + 1) + qcodes[t];
       const uint16_t* idx = c.index.data() + t * c.n;
-      for (uint32_t i = off[0], e = off[1]; i < e; i += 32) prefetch(idx + i);
+      // Every line of the bucket: it rarely starts on a line boundary, and stepping 64 bytes
+      // from its first entry missed its last line (a demand miss per table and chunk).
+      if (off[1] > off[0]) prefetch_span(idx + off[0], idx + off[1]);
     }
   };
   for (int t = 0; t < std::min(l_, kOffAhead); ++t) prefetch_offsets(t);
