@@ -174,8 +174,9 @@ class SamplingCorrection {
 };
 
 namespace detail {
-// The AVX2 body of SamplingCorrection::logits for tables without exact intervals.
+// The AVX2 body of take_candidates.
 int64_t take_candidates_avx2(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out);
+// The AVX2 body of SamplingCorrection::logits for tables without exact intervals.
 void correction_logits_avx2(const float* table, int intervals, float theta_scale, const float* dots,
                             const float* kn, int64_t n, float qn, float qm, float scale, float* out);
 }  // namespace detail
