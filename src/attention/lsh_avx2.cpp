@@ -72,7 +72,7 @@ void hash_rows_avx2(const Projection& p, const float* x, int64_t n, int64_t ldx,
 
 namespace {
 
-// For each 8-bit mask: the indices of its set bits, in increasing order, then padding; and
+// For each 8-bit mask: the indices of its set bits, in increasing order, then zeros; and
 // how many there are. Turns 8 compare results into positions with one permute, no branch.
 // Built at compile time (constexpr): code in this file may use AVX2, and a run-time
 // initialiser would run at start-up on CPUs without it.
@@ -84,7 +84,6 @@ struct CompactTable {
       int c = 0;
       for (int b = 0; b < 8; ++b)
         if (m >> b & 1) index[m][c++] = static_cast<uint32_t>(b);
-      for (int j = c; j < 8; ++j) index[m][j] = 0;
       count[m] = static_cast<uint8_t>(c);
     }
   }
