@@ -39,11 +39,12 @@ void hash_rows_ref(const Projection& p, const float* x, int64_t n, int64_t ldx, 
 // ---- collision counting -------------------------------------------------------------------
 // One query's collision counts: one byte per token position (128 KB at 128k tokens, in L2),
 // all zero between queries. Retrieval adds 1 per (table, stored token) in the query's buckets
-// and then reads the counts once in position order (32 per AVX2 compare), which gives the
+// and then reads the counts once in position order (64 per two AVX2 compares), which gives the
 // candidates already sorted and leaves every count zero again: no per-query clear is needed
 // beyond that pass, which the sorted output needs anyway.
 struct CollisionCounts {
   std::vector<uint8_t> count;  // [>= max_position() rounded up to 64], zero between queries
+  std::vector<uint16_t> staged;  // bucket entries copied before they are counted (32 KB)
 };
 
 // out = positions p in [0, n) with count[p] >= threshold (>= 1), in increasing order; sets count[p]
@@ -96,9 +97,9 @@ class HashTables {
   };
   void flush_tail();
   // count[position] += 1 for every (table, stored token) in the query's buckets; with
-  // Saturate (L > 255) counts stop at 255 instead of wrapping.
+  // Saturate (L > 255) counts stop at 255 instead of wrapping. staged: scratch.
   template <bool Saturate>
-  void count_collisions(const uint16_t* qcodes, uint8_t* count) const;
+  void count_collisions(const uint16_t* qcodes, uint8_t* count, std::vector<uint16_t>& staged) const;
 
   int k_ = 0, l_ = 0;
   std::vector<Chunk> chunks_;

@@ -70,50 +70,41 @@ void hash_rows_avx2(const Projection& p, const float* x, int64_t n, int64_t ldx,
   }
 }
 
-namespace {
-
-// For each 8-bit mask: the indices of its set bits, in increasing order, then zeros; and
-// how many there are. Turns 8 compare results into positions with one permute, no branch.
-// Built at compile time (constexpr): code in this file may use AVX2, and a run-time
-// initialiser would run at start-up on CPUs without it.
-struct CompactTable {
-  alignas(32) uint32_t index[256][8] = {};
-  uint8_t count[256] = {};
-  constexpr CompactTable() {
-    for (int m = 0; m < 256; ++m) {
-      int c = 0;
-      for (int b = 0; b < 8; ++b)
-        if (m >> b & 1) index[m][c++] = static_cast<uint32_t>(b);
-      count[m] = static_cast<uint8_t>(c);
-    }
-  }
-};
-constexpr CompactTable kCompact;
-
-}  // namespace
-
-// 32 counts per compare (unsigned count >= threshold as max(count, threshold) == count), and
-// the hits of each 8 counts written out by a table permute (a branch per hit mispredicted
-// about once per block: at 1-2% candidates most 32-blocks hold zero to two hits). The counts
-// past n up to the next multiple of 64 are zero, so the last block needs no scalar tail, and
-// every store of 8 positions stays inside out's n-rounded-up-to-64 entries.
+// 64 counts per two compares (unsigned count >= threshold as max(count, threshold) == count)
+// into one 64-bit mask, decoded with tzcnt / clear-lowest: four positions are written
+// unconditionally (slots past the block's hits get garbage that the next block overwrites),
+// and only a block with more than four hits takes a loop. At 1-2% candidates that branch is
+// rarely taken, so the hits' random pattern costs no mispredictions; a branch per block or
+// per hit mispredicted often, and packing every 8 or 16 counts by table permute or
+// vpcompressd cost ~2.5x this (measured in docs/results.md, eighth session). The counts past
+// n up to the next multiple of 64 are zero and every write stays inside out's
+// n-rounded-up-to-64 entries (at most p + 3 before a block at p, p + 63 in it).
 int64_t take_candidates_avx2(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out) {
   const __m256i thr = _mm256_set1_epi8(static_cast<char>(threshold));
   const __m256i zero = _mm256_setzero_si256();
+  // tzcnt of an empty mask is then 63 instead of undefined: a garbage slot, never counted.
+  constexpr uint64_t kSentinel = uint64_t{1} << 63;
   int64_t m = 0;
-  for (int64_t p = 0; p < n; p += 32) {
+  for (int64_t p = 0; p < n; p += 64) {
     auto* blk = reinterpret_cast<__m256i*>(count + p);
-    const __m256i c = _mm256_loadu_si256(blk);
-    const uint32_t mask = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(c, thr), c)));
+    const __m256i c0 = _mm256_loadu_si256(blk), c1 = _mm256_loadu_si256(blk + 1);
+    const uint64_t lo = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(c0, thr), c0)));
+    const uint64_t hi = static_cast<uint32_t>(_mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_max_epu8(c1, thr), c1)));
     _mm256_storeu_si256(blk, zero);
-    if (mask == 0) continue;
-    for (int b = 0; b < 4; ++b) {
-      const uint32_t mb = (mask >> (8 * b)) & 0xffu;
-      const __m256i idx = _mm256_load_si256(reinterpret_cast<const __m256i*>(kCompact.index[mb]));
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + m),
-                          _mm256_add_epi32(idx, _mm256_set1_epi32(static_cast<int>(p + 8 * b))));
-      m += kCompact.count[mb];
+    _mm256_storeu_si256(blk + 1, zero);
+    uint64_t mask = lo | hi << 32;
+    const int hits = __builtin_popcountll(mask);
+    const uint32_t base = static_cast<uint32_t>(p);
+    uint32_t* o = out + m;
+    for (int i = 0; i < 4; ++i) {
+      o[i] = base + static_cast<uint32_t>(__builtin_ctzll(mask | kSentinel));
+      mask &= mask - 1;
     }
+    for (int i = 4; i < hits; ++i) {
+      o[i] = base + static_cast<uint32_t>(__builtin_ctzll(mask));
+      mask &= mask - 1;
+    }
+    m += hits;
   }
   return m;
 }

@@ -115,54 +115,66 @@ void HashTables::flush_tail() {
 }
 
 template <bool Saturate>
-void HashTables::count_collisions(const uint16_t* qcodes, uint8_t* count) const {
+void HashTables::count_collisions(const uint16_t* qcodes, uint8_t* count, std::vector<uint16_t>& staged) const {
   const int64_t buckets = int64_t{1} << k_;
-  const int nt = static_cast<int>(tail_pos_.size());
   auto add = [](uint8_t* c) {
     if constexpr (Saturate) *c = static_cast<uint8_t>(*c + (*c != 255));
     else ++*c;
   };
-  // Each table's bucket is a random place in tens of MB of tables: prefetch the offsets
-  // kOffAhead tables ahead and the buckets kIdxAhead tables ahead, so the misses of many
-  // tables overlap instead of costing one memory latency each.
+  // Two phases per chunk. First the query's buckets of every table are copied into `staged`
+  // (32 KB, stays in L1/L2) while the next tables' buckets are prefetched: each bucket is a
+  // random place in tens of MB, so the offsets are prefetched kOffAhead tables ahead and the
+  // buckets kIdxAhead ahead, and the misses of many tables overlap. Then 1 is added per staged
+  // entry with no memory miss in flight. Interleaving the two (one loop) was 13% slower at
+  // 128k: the count updates then waited behind the bucket misses.
+  constexpr size_t kStage = 16384;
+  if (staged.size() < kStage) staged.resize(kStage);
   constexpr int kOffAhead = 16, kIdxAhead = 8;
-  auto prefetch_offsets = [&](int t) {
-    for (const Chunk& c : chunks_) prefetch(c.offsets.data() + t * (buckets + 1) + qcodes[t]);
-  };
-  auto prefetch_bucket = [&](int t) {
-    for (const Chunk& c : chunks_) {
-      const uint32_t* off = c.offsets.data() + t * (buckets + 1) + qcodes[t];
+  for (const Chunk& c : chunks_) {
+    auto offsets = [&](int t) { return c.offsets.data() + t * (buckets + 1) + qcodes[t]; };
+    auto prefetch_bucket = [&](int t) {
+      const uint32_t* off = offsets(t);
       const uint16_t* idx = c.index.data() + t * c.n;
-      // Every line of the bucket: it rarely starts on a line boundary, and stepping 64 bytes
-      // from its first entry missed its last line (a demand miss per table and chunk).
+      // Every line of the bucket: it rarely starts on a line boundary.
       if (off[1] > off[0]) prefetch_span(idx + off[0], idx + off[1]);
+    };
+    uint8_t* cb = count + c.base;
+    uint16_t* st = staged.data();
+    size_t fill = 0;
+    auto flush = [&] {
+      for (size_t i = 0; i < fill; ++i) add(cb + st[i]);
+      fill = 0;
+    };
+    for (int t = 0; t < std::min(l_, kOffAhead); ++t) prefetch(offsets(t));
+    for (int t = 0; t < std::min(l_, kIdxAhead); ++t) prefetch_bucket(t);
+    for (int t = 0; t < l_; ++t) {
+      if (t + kOffAhead < l_) prefetch(offsets(t + kOffAhead));
+      if (t + kIdxAhead < l_) prefetch_bucket(t + kIdxAhead);
+      const uint32_t* off = offsets(t);
+      const uint16_t* idx = c.index.data() + t * c.n + off[0];
+      for (size_t len = off[1] - off[0]; len;) {
+        if (fill == kStage) flush();
+        const size_t take = std::min(len, kStage - fill);
+        std::memcpy(st + fill, idx, take * sizeof(uint16_t));
+        fill += take, idx += take, len -= take;
+      }
     }
-  };
-  for (int t = 0; t < std::min(l_, kOffAhead); ++t) prefetch_offsets(t);
-  for (int t = 0; t < std::min(l_, kIdxAhead); ++t) prefetch_bucket(t);
+    flush();
+  }
+  // Tail: 8 codes per SSE2 compare; matches are rare (about 1 in 2^K).
+  const int nt = static_cast<int>(tail_pos_.size());
+  if (nt == 0) return;
   for (int t = 0; t < l_; ++t) {
-    if (t + kOffAhead < l_) prefetch_offsets(t + kOffAhead);
-    if (t + kIdxAhead < l_) prefetch_bucket(t + kIdxAhead);
-    const uint32_t code = qcodes[t];
-    for (const Chunk& c : chunks_) {
-      const uint32_t* off = c.offsets.data() + t * (buckets + 1);
-      const uint16_t* idx = c.index.data() + t * c.n;
-      uint8_t* cb = count + c.base;
-      for (uint32_t i = off[code], e = off[code + 1]; i < e; ++i) add(cb + idx[i]);
-    }
-    // Tail: 8 codes per SSE2 compare; matches are rare (about 1 in 2^K).
-    if (nt) {
-      const uint16_t* tc = tail_codes_.data() + t * kTailTokens;
-      const __m128i q = _mm_set1_epi16(static_cast<short>(code));
-      for (int j = 0; j < nt; j += 8) {  // tail_codes_ has kTailTokens (multiple of 8) slots
-        unsigned m = static_cast<unsigned>(
-            _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tc + j)), q)));
-        while (m) {
-          const int jj = j + (__builtin_ctz(m) >> 1);
-          m &= m - 1;
-          m &= m - 1;  // two mask bits per 16-bit lane
-          if (jj < nt) add(count + tail_pos_[jj]);
-        }
+    const uint16_t* tc = tail_codes_.data() + t * kTailTokens;
+    const __m128i q = _mm_set1_epi16(static_cast<short>(qcodes[t]));
+    for (int j = 0; j < nt; j += 8) {  // tail_codes_ has kTailTokens (multiple of 8) slots
+      unsigned m = static_cast<unsigned>(
+          _mm_movemask_epi8(_mm_cmpeq_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tc + j)), q)));
+      while (m) {
+        const int jj = j + (__builtin_ctz(m) >> 1);
+        m &= m - 1;
+        m &= m - 1;  // two mask bits per 16-bit lane
+        if (jj < nt) add(count + tail_pos_[jj]);
       }
     }
   }
@@ -174,8 +186,8 @@ int64_t HashTables::retrieve(const uint16_t* qcodes, uint32_t threshold, Collisi
   const int64_t n = end_, padded = (n + 63) / 64 * 64;
   if (static_cast<int64_t>(counts.count.size()) < padded)
     counts.count.resize(std::max<size_t>(static_cast<size_t>(padded), counts.count.size() * 5 / 4 / 64 * 64), 0);
-  if (l_ > 255) count_collisions<true>(qcodes, counts.count.data());
-  else count_collisions<false>(qcodes, counts.count.data());
+  if (l_ > 255) count_collisions<true>(qcodes, counts.count.data(), counts.staged);
+  else count_collisions<false>(qcodes, counts.count.data(), counts.staged);
   return take_candidates(counts.count.data(), n, threshold, out, isa);
 }
 

@@ -25,6 +25,7 @@ CpuFeatures detect_cpu() {
   const bool zmm = os_saves_ymm_zmm(true);
   f.fma = ymm && (c & bit_FMA);
   f.f16c = ymm && (c & bit_F16C);
+  f.popcnt = (c & bit_POPCNT) != 0;
   if (__get_cpuid_count(7, 0, &a, &b, &c, &d)) {
     f.avx2 = ymm && (b & bit_AVX2);
     f.avx512f = zmm && (b & bit_AVX512F);
@@ -39,7 +40,8 @@ CpuFeatures detect_cpu() {
 
 static Isa detect_best_isa() {
   const CpuFeatures f = detect_cpu();
-  const bool avx2 = f.avx2 && f.fma && f.f16c;
+  // The *_avx2.cpp / *_avx512.cpp files are also built with -mpopcnt (every AVX2 CPU has it).
+  const bool avx2 = f.avx2 && f.fma && f.f16c && f.popcnt;
   if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return Isa::Avx512;
   if (avx2) return Isa::Avx2;
   return Isa::Scalar;

@@ -9,7 +9,7 @@ namespace mp {
 enum class Isa { Scalar = 0, Avx2 = 1, Avx512 = 2 };
 
 struct CpuFeatures {
-  bool avx2 = false, fma = false, f16c = false;
+  bool avx2 = false, fma = false, f16c = false, popcnt = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512bf16 = false;
   bool avx512vnni = false;  // vpdpbusd/vpdpwssd: used by the quantised dot kernels when present
 };

@@ -177,6 +177,9 @@ TEST(LshTables, ChunkBoundaries) {
   // > 65536 prompt tokens (two chunks) and > 65536 inserted tokens (generated chunk rollover).
   check_tables(8, 2, 70000, 0, 7);
   check_tables(3, 1, 10, 66000, 8);
+  // K = 1: buckets of ~32k entries, more than retrieval's 16k-entry staging buffer holds, so
+  // buckets are split across flushes.
+  check_tables(1, 3, 70000, 300, 9);
 }
 
 TEST(LshTables, RejectsBadOrder) {
