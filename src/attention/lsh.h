@@ -49,7 +49,7 @@ struct CollisionCounts {
 
 // out = positions p in [0, n) with count[p] >= threshold (>= 1), in increasing order; sets count[p]
 // = 0 for every p in [0, n). count and out must hold n rounded up to a multiple of 64 entries
-// (the SIMD version reads whole blocks and writes 8 positions at a time). Returns how many
+// (the SIMD version reads whole 64-count blocks and writes up to 3 slots past the last hit). Returns how many
 // positions were written. Scalar reference and AVX2 version.
 int64_t take_candidates(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out, Isa isa = selected_isa());
 int64_t take_candidates_ref(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out);
