@@ -210,10 +210,11 @@ TEST(LshTables, HugePageAllocatorStorage) {
 }
 
 // take_candidates: AVX2 equals the scalar reference (sorted positions, counts zeroed) for
-// lengths around the 32-byte blocks and every threshold class, including counts of 255.
+// lengths around the 64-count blocks, blocks with 0 to 64 hits (the decode writes four slots
+// unconditionally and loops past four) and every threshold class, including counts of 255.
 TEST(LshTables, TakeCandidatesMatchesReference) {
   std::mt19937 rng(11);
-  for (int64_t n : {0, 1, 31, 32, 33, 64, 100, 1000, 4097}) {
+  for (int64_t n : {0, 1, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 1000, 4097}) {
     for (uint32_t thr : {1u, 2u, 3u, 128u, 255u}) {
       const int64_t padded = (n + 63) / 64 * 64;
       std::vector<uint8_t> c0(static_cast<size_t>(padded), 0);
