@@ -62,6 +62,24 @@ def apply_rope(x, cos, sin):
     return torch.stack((r0, r1), dim=-1).flatten(-2)
 
 
+def causal_attention(q, k, v, chunk=512):
+    """softmax(q k^T / sqrt(d) + causal mask) v for q, k, v [B, H, T, d], computed per block of
+    `chunk` query rows against only the keys they can see (0 .. block end), with the scale and
+    the mask folded into one baddbmm. Same result as the full T x T form (to float rounding),
+    but it never builds a T x T tensor: at T = 4096 forward + backward of one layer's attention
+    went from 5.1 s to 1.1 s on 2 cores (eighth session), most of a training step's time."""
+    B, H, T, d = q.shape
+    q3, k3, v3 = q.reshape(B * H, T, d), k.reshape(B * H, T, d), v.reshape(B * H, T, d)
+    outs = []
+    for s in range(0, T, chunk):
+        e = min(T, s + chunk)
+        m = torch.zeros(e - s, e, dtype=q.dtype)
+        m[:, s:e] = torch.full((e - s, e - s), float("-inf"), dtype=q.dtype).triu(1)
+        att = torch.baddbmm(m, q3[:, s:e], k3[:, :e].transpose(1, 2), alpha=1.0 / math.sqrt(d))
+        outs.append(torch.bmm(torch.softmax(att, dim=-1), v3[:, :e]))
+    return torch.cat(outs, 1).view(B, H, T, d)
+
+
 class Block(nn.Module):
     def __init__(self, c: Config):
         super().__init__()
@@ -77,7 +95,7 @@ class Block(nn.Module):
         self.ffn_up = nn.Linear(c.dim, c.ffn_dim, bias=False)
         self.ffn_down = nn.Linear(c.ffn_dim, c.dim, bias=False)
 
-    def forward(self, x, cos, sin, mask):
+    def forward(self, x, cos, sin):
         c = self.c
         B, T, _ = x.shape
         hd = c.head_dim
@@ -89,8 +107,7 @@ class Block(nn.Module):
         rep = c.n_heads // c.n_kv_heads
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)
-        att = (q @ k.transpose(-1, -2)) * (1.0 / math.sqrt(hd)) + mask
-        o = torch.softmax(att, dim=-1) @ v
+        o = causal_attention(q, k, v)
         x = x + self.attn_output(o.transpose(1, 2).reshape(B, T, c.n_heads * hd))
         h = self.ffn_norm(x)
         return x + self.ffn_down(F.silu(self.ffn_gate(h)) * self.ffn_up(h))
@@ -120,13 +137,12 @@ class Llama(nn.Module):
         """ids [B, T] -> logits [B, T, vocab] (positions 0..T-1)."""
         B, T = ids.shape
         cos, sin = rope_tables(self.c.head_dim, torch.arange(T), self.c.rope_theta)
-        mask = torch.full((T, T), float("-inf")).triu(1)
         x = self.token_embd(ids)
         for b in self.blocks:
             if self.grad_checkpoint and self.training:
-                x = torch.utils.checkpoint.checkpoint(b, x, cos, sin, mask, use_reentrant=False)
+                x = torch.utils.checkpoint.checkpoint(b, x, cos, sin, use_reentrant=False)
             else:
-                x = b(x, cos, sin, mask)
+                x = b(x, cos, sin)
         x = self.output_norm(x)
         w = self.token_embd.weight if self.output is None else self.output.weight
         return x @ w.t()

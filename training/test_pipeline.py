@@ -14,7 +14,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import Config, Llama, apply_rope, rope_tables
+from model import Config, Llama, apply_rope, causal_attention, rope_tables
 
 torch.set_num_threads(1)
 failures = []
@@ -45,8 +45,7 @@ m = Llama(c); b = m.blocks[0]
 h = torch.randn(1, 6, c.dim)
 with torch.no_grad():
     cos, sin = rope_tables(c.head_dim, torch.arange(6), c.rope_theta)
-    mask = torch.full((6, 6), float("-inf")).triu(1)
-    out = b(h, cos, sin, mask)
+    out = b(h, cos, sin)
     a = b.attn_norm(h)
     q = apply_rope(b.attn_q(a).view(1, 6, 4, 8).transpose(1, 2), cos, sin)
     k = apply_rope(b.attn_k(a).view(1, 6, 2, 8).transpose(1, 2), cos, sin)
@@ -61,6 +60,13 @@ with torch.no_grad():
     f = b.ffn_norm(x1)
     ref = x1 + b.ffn_down(torch.nn.functional.silu(b.ffn_gate(f)) * b.ffn_up(f))
 check(torch.allclose(out, ref, atol=1e-5), "causal GQA attention + SwiGLU block equals the loop reference")
+# the blocked causal attention (query blocks against the keys they see) equals the full T x T
+# form, for T below, at and across several block boundaries
+for T, chunk in ((5, 8), (8, 8), (11, 4), (13, 3)):
+    qa, ka, va = (torch.randn(2, 3, T, 8) for _ in range(3))
+    full = torch.softmax(qa @ ka.transpose(-1, -2) / 8 ** 0.5 + torch.full((T, T), float("-inf")).triu(1), -1) @ va
+    check(torch.allclose(causal_attention(qa, ka, va, chunk), full, atol=1e-6),
+          f"blocked causal attention equals the full form (T={T}, block {chunk})")
 
 # 3. exact resume ------------------------------------------------------------------------------
 cur = {"seed": 7, "model": {"dim": 64, "n_layers": 2, "n_heads": 2, "n_kv_heads": 1, "ffn_dim": 96, "max_seq_len": 256},
