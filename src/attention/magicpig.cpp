@@ -167,12 +167,24 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
   const int H = shape_.n_head, d = shape_.head_dim, G = H / shape_.n_kv_head;
   if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
   std::vector<int64_t> read(H, 0);
-  // One work item per KV head and no barrier inside the step: each group hashes its own G
-  // queries (a pass over W, which stays in L2/L3, per group).
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1)
-  for (int kvh = 0; kvh < shape_.n_kv_head; ++kvh)
-    attend_group(st, kv, kvh, q + static_cast<int64_t>(kvh) * G * d, out + static_cast<int64_t>(kvh) * G * d,
-                 read.data() + kvh * G, scratch_[omp_get_thread_num()]);
+  // Each thread takes a contiguous range of KV heads (no barrier inside the step) and first
+  // hashes the queries of all its groups in one pass over the projection: hashing group by
+  // group streamed the 770 KB projection (L2/L3) once per group.
+  const int n_kv = shape_.n_kv_head;
+#pragma omp parallel num_threads(n_threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int g0 = n_kv * t / nt, g1 = n_kv * (t + 1) / nt;
+    Scratch& s = scratch_[t];
+    const int64_t rows = static_cast<int64_t>(g1 - g0) * G;
+    if (rows > 0) {
+      s.qcodes_t.resize(static_cast<size_t>(cfg_.lsh_l) * rows);
+      lsh::hash_rows(*proj_, q + static_cast<int64_t>(g0) * G * d, rows, d, s.qcodes_t.data(), rows, isa_);
+    }
+    for (int kvh = g0; kvh < g1; ++kvh)
+      attend_group(st, kv, kvh, q + static_cast<int64_t>(kvh) * G * d, out + static_cast<int64_t>(kvh) * G * d,
+                   s.qcodes_t.data() + static_cast<int64_t>(kvh - g0) * G, rows, read.data() + kvh * G, s);
+  }
   const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
   for (int h = 0; h < H; ++h) {
     cost_.keys_read += static_cast<double>(read[h] + exact_prompt);
@@ -184,9 +196,11 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
 // [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens); sampled part over each head's
 // candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares its tables, its exact
 // part (one pass for all G heads) and the query hashing; each head then walks its own
-// candidates' K and V rows. n_cand[g] = #candidates of head g.
+// candidates' K and V rows. Query codes of head g in table t: codes_t[t * code_stride + g].
+// n_cand[g] = #candidates of head g.
 void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q,
-                                     float* out, int64_t* n_cand, Scratch& s) {
+                                     float* out, const uint16_t* codes_t, int64_t code_stride, int64_t* n_cand,
+                                     Scratch& s) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
   const HeadState& hs = st.heads[kvh];
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -201,12 +215,10 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     if (r[1] > r[0])
       attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa);
 
-  // Query codes ([t][g] from hash_rows, transposed to [g][t] for retrieve).
-  s.qcodes_t.resize(static_cast<size_t>(L) * G);
+  // Query codes, transposed to [g][t] for retrieve.
   s.qcodes.resize(static_cast<size_t>(G) * L);
-  lsh::hash_rows(*proj_, q, G, d, s.qcodes_t.data(), G, isa);
   for (int g = 0; g < G; ++g)
-    for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = s.qcodes_t[static_cast<size_t>(t) * G + g];
+    for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = codes_t[t * code_stride + g];
   const uint16_t* qcodes = s.qcodes.data();
 
   // Sampled part, one head at a time: its candidates (sorted positions colliding in >= threshold

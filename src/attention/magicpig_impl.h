@@ -55,7 +55,8 @@ class MagicPigAttention final : public SequenceAttention {
   };
   struct Scratch {
     lsh::CollisionCounts counts;
-    std::vector<uint16_t> qcodes_t, qcodes;  // the group's query codes: [L][G] and [G][L]
+    std::vector<uint16_t> qcodes_t;  // query codes of the thread's groups: [L][its query heads]
+    std::vector<uint16_t> qcodes;    // one group's: [G][L]
     std::vector<uint32_t> pos;          // one head's candidates, sorted
     std::vector<float> s, kn;           // its logits, then weights; its candidates' key norms
     std::vector<float> acc_exact, acc_sampled;
@@ -68,7 +69,7 @@ class MagicPigAttention final : public SequenceAttention {
                  int n_threads);
   void insert_generated(LayerState& st, const KvView& kv, int n_threads);
   void attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q, float* out,
-                    int64_t* n_cand, Scratch& s);
+                    const uint16_t* codes_t, int64_t code_stride, int64_t* n_cand, Scratch& s);
 
   Config cfg_;
   HeadShape shape_;
