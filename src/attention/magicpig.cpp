@@ -194,9 +194,8 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
 
 // The G query heads of KV head kvh (q, out: G consecutive heads). Exact part over
 // [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens); sampled part over each head's
-// candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares its tables, its exact
-// part (one pass for all G heads) and the query hashing; each head then walks its own
-// candidates' K and V rows. Query codes of head g in table t: codes_t[t * code_stride + g].
+// candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares its tables and its
+// exact part (one pass for all G heads); each head then walks its own candidates' K and V rows. Query codes of head g in table t: codes_t[t * code_stride + g].
 // n_cand[g] = #candidates of head g.
 void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q,
                                      float* out, const uint16_t* codes_t, int64_t code_stride, int64_t* n_cand,
