@@ -2,7 +2,10 @@
 #
 # Every concern in src/<name>/ is one static library, magicpig_<name>, made of the .cpp files
 # in that folder. Files named *_avx2.cpp / *_avx512.cpp are compiled with the matching -m flags
-# only; everything else stays baseline x86-64 so the binary runs on any CPU.
+# only; everything else stays baseline x86-64 so the binary runs on any CPU. The flag lists are
+# what src/common/cpu.cpp checks before it selects Isa::Avx2 / Isa::Avx512.
+set(MAGICPIG_AVX2_FLAGS "-mavx2;-mfma;-mf16c;-mpopcnt")
+set(MAGICPIG_AVX512_FLAGS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;${MAGICPIG_AVX2_FLAGS}")
 function(magicpig_module name)
   cmake_parse_arguments(ARG "" "" "DEPS;LIBS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/${name}/*.cpp)
@@ -17,9 +20,9 @@ function(magicpig_module name)
   target_link_libraries(magicpig_${name} PUBLIC ${ARG_DEPS} ${ARG_LIBS} OpenMP::OpenMP_CXX Threads::Threads)
   foreach(f ${srcs})
     if(f MATCHES "_avx2\\.cpp$")
-      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mpopcnt")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${MAGICPIG_AVX2_FLAGS}")
     elseif(f MATCHES "_avx512\\.cpp$")
-      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx512f;-mavx512bw;-mavx512vl;-mavx512dq;-mavx2;-mfma;-mf16c;-mpopcnt")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${MAGICPIG_AVX512_FLAGS}")
     endif()
   endforeach()
 endfunction()
@@ -39,7 +42,7 @@ function(magicpig_test name)
     MAGICPIG_BINARY_DIR="${PROJECT_BINARY_DIR}")
   foreach(f ${srcs})
     if(f MATCHES "_avx2\\.cpp$")
-      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "-mavx2;-mfma;-mf16c;-mpopcnt")
+      set_source_files_properties(${f} PROPERTIES COMPILE_OPTIONS "${MAGICPIG_AVX2_FLAGS}")
     endif()
   endforeach()
   gtest_discover_tests(test_${name} DISCOVERY_TIMEOUT 60 PROPERTIES LABELS ${name})

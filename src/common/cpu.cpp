@@ -40,7 +40,7 @@ CpuFeatures detect_cpu() {
 
 static Isa detect_best_isa() {
   const CpuFeatures f = detect_cpu();
-  // The *_avx2.cpp / *_avx512.cpp files are also built with -mpopcnt (every AVX2 CPU has it).
+  // What cmake/magicpig.cmake builds the *_avx2.cpp / *_avx512.cpp files for (every AVX2 CPU has POPCNT).
   const bool avx2 = f.avx2 && f.fma && f.f16c && f.popcnt;
   if (avx2 && f.avx512f && f.avx512bw && f.avx512vl && f.avx512dq) return Isa::Avx512;
   if (avx2) return Isa::Avx2;
