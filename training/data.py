@@ -6,7 +6,8 @@ mask marks the answers; it applies its own answer/text loss weights). Plain-text
 no answer tokens. Samples are a pure function of (seed, step, index), so a resumed
 run sees exactly the data it would have seen without the interruption.
 
-Episode kinds (RULER names): single (one needle), multikey (one asked, distractor needles with
+Episode kinds (RULER names): single (one needle), single_uuid (word -> uuid, RULER's
+niah_single_3 wording; a random version-4 uuid, 36 characters), multikey (one asked, distractor needles with
 other keys), multivalue (one key, several numbers, all asked), multiquery (several needles,
 every key asked in turn: many recall events per sequence), vartrack (variable chains), text,
 repeat (a text segment twice, loss on the copy) and digitcopy (a random digit string twice,
@@ -23,6 +24,9 @@ NEEDLE = "One of the special magic numbers for {key} is: {value}."
 QUESTION = ("What is the special magic number for {key} mentioned in the provided text? "
             "The special magic number for {key} mentioned in the provided text is:")
 QUERY_SHORT = "The special magic number for {key} is:"
+UUID_NEEDLE = "One of the special magic uuids for {key} is: {value}."
+UUID_QUESTION = ("What is the special magic uuid for {key} mentioned in the provided text? "
+                 "The special magic uuid for {key} mentioned in the provided text is:")
 MV_QUESTION = ("What are all the special magic numbers for {key} mentioned in the provided text? "
                "The special magic numbers for {key} mentioned in the provided text are:")
 VT_ASSIGN_VALUE = "VAR {name} = {value}."
@@ -132,6 +136,25 @@ class EpisodeMaker:
         ids, w = self.assemble(rng, seq_len, needles, depths, [(q, False), (a, True), ([self.eos], True)], text_weight, strict)
         return ids, w, vals[0]
 
+    @staticmethod
+    def uuid(rng):
+        h = rng.integers(0, 16, size=32)
+        h[12] = 4                                  # version nibble
+        h[16] = 8 + int(rng.integers(0, 4))         # variant 10xx
+        x = "".join("0123456789abcdef"[int(v)] for v in h)
+        return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
+
+    def single_uuid(self, rng, seq_len, text_weight, n_distractors=0):
+        keys = [self.keys[k] for k in rng.choice(len(self.keys), size=1 + n_distractors, replace=False)]
+        vals = [self.uuid(rng) for _ in keys]
+        needles = [self.enc(UUID_NEEDLE.format(key=k, value=v)) for k, v in zip(keys, vals)]
+        q = self.enc(UUID_QUESTION.format(key=keys[0]))
+        # the answer as the tokenizer splits the whole sentence: "... is: <uuid>" minus the question
+        a = self.enc(UUID_QUESTION.format(key=keys[0]) + " " + vals[0])[len(q):]
+        ids, w = self.assemble(rng, seq_len, needles, list(rng.random(len(keys))),
+                               [(q, False), (a, True), ([self.eos], True)], text_weight)
+        return ids, w, vals[0]
+
     def answer_tokens(self, value):
         # "is: 1234567" tokenizes as ... ':' '▁' '1' ... '7' ; the question ends with ':' so the
         # answer is '▁' + digits, exactly what the tokenizer gives for the whole sentence
@@ -226,6 +249,8 @@ class EpisodeMaker:
             return self.single(rng, seq_len, text_weight)[:2]
         if kind == "multikey":
             return self.single(rng, seq_len, text_weight, n_distractors=3)[:2]
+        if kind == "single_uuid":
+            return self.single_uuid(rng, seq_len, text_weight)[:2]
         if kind == "multiquery":
             fit = max(1, min(8, (seq_len - 16) // 48))  # ~48 tokens per needle + query pair
             return self.multiquery(rng, seq_len, text_weight, n=int(rng.integers(1, fit + 1)))

@@ -6,6 +6,8 @@
   4. Export: the GGUF written by export_gguf.py parses back (own reader) with the right
      metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
   5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them.
+  6. Episodes: a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
+     needle and question are in the sequence, and only the answer (+ EOS) carries the mask.
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
 """
 import json, os, struct, subprocess, sys, tempfile
@@ -140,6 +142,23 @@ with tempfile.TemporaryDirectory() as tmp:
     check(c["step"] == 1 and not torch.equal(c["model"]["blocks.0.attn_q.weight"], state["blocks.0.attn_q.weight"])
           and torch.allclose(c["model"]["blocks.0.attn_q.weight"], state["blocks.0.attn_q.weight"], atol=1e-2),
           "--init-gguf starts from the GGUF's weights and trains on")
+
+# 6. episodes ---------------------------------------------------------------------------------
+import re
+import common, data
+import sentencepiece as spm
+sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
+maker = data.EpisodeMaker(sp, "train")
+rng = np.random.default_rng(5)
+for n in (300, 1000):
+    ids, w, val = maker.single_uuid(rng, n, 0.0)
+    ans = [int(t) for t, x in zip(ids, w) if x == 1.0]
+    check(len(ids) == n + 1 and len(w) == n + 1, f"uuid episode has seq_len + 1 tokens ({n})")
+    check(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", val) is not None,
+          f"uuid value has RULER's version-4 format ({val})")
+    check(ans[-1] == maker.eos and sp.decode(ans[:-1]).strip() == val, f"uuid answer tokens decode to the uuid ({n})")
+    text = sp.decode([int(t) for t in ids])
+    check(f"is: {val}." in text and text.count(val) == 2, "the uuid needle is in the haystack and answered once")
 
 print("all checks passed" if not failures else f"{len(failures)} check(s) FAILED")
 sys.exit(1 if failures else 0)

@@ -240,8 +240,10 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     s.kn.resize(static_cast<size_t>(m));
     const float* qg = q + static_cast<size_t>(g) * d;
     walk.base = kv.key(kvh, 0);
+    walk.side = knorm;  // the candidates' key norms come with their rows
+    walk.gathered = s.kn.data();
     sampled::score_walk(kv.dtype, walk, qg, d, s.s.data(), isa);
-    for (int64_t i = 0; i < m; ++i) s.kn[i] = knorm[s.pos[i]];
+    walk.side = nullptr;
     double qq = 0, qmd = 0;
     for (int i = 0; i < d; ++i) {
       const double x = qg[i];

@@ -23,6 +23,7 @@ void score_walk_ref(DType t, const Walk& w, const float* q, int d, float* s) {
     float acc = 0.0f;
     for (int i = 0; i < d; ++i) acc += q[i] * blk::load_kv(bf, row[i]);
     s[j] = acc;
+    if (w.side) w.gathered[j] = w.side[w.pos[j]];
   }
 }
 

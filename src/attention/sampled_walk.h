@@ -22,9 +22,15 @@ struct Walk {
   const uint16_t* base = nullptr;  // row p is base + p * d (one KV head's K or V rows)
   const uint32_t* pos = nullptr;   // n row positions, increasing
   int64_t n = 0;
+  // Optional per-position value fetched by the key walk beside each row: gathered[j] =
+  // side[pos[j]] (the candidates' key norms; gathered in a separate loop after the walk, those
+  // scattered 4-byte loads cost 4-5% of a step at 128k, now they ride on the row prefetches).
+  const float* side = nullptr;
+  float* gathered = nullptr;
 };
 
-// s[j] = dot(q[0 .. d), row pos[j]) for j in [0, n); rows BF16 or F16.
+// s[j] = dot(q[0 .. d), row pos[j]) for j in [0, n); rows BF16 or F16. With w.side set, also
+// w.gathered[j] = w.side[w.pos[j]].
 void score_walk(DType t, const Walk& w, const float* q, int d, float* s, Isa isa);
 void score_walk_ref(DType t, const Walk& w, const float* q, int d, float* s);
 

@@ -78,6 +78,24 @@ TEST(SampledWalk, ScoresAndAccumulateMatchBruteForceOnEveryIsa) {
         sampled::score_walk(t, w, c.q.data(), d, s.data(), isa);
         for (int64_t j = 0; j < n; ++j) EXPECT_NEAR(s[j], dot[j], 1e-4 * (1 + std::abs(dot[j])));
         EXPECT_EQ(s[n], -7.0f);  // nothing written past the rows
+        // The side gather (key norms): same scores, gathered[j] = side[pos[j]], nothing past n.
+        {
+          std::vector<float> side(static_cast<size_t>(c.pos[n - 1]) + 1), got(n + 1, -7.0f), s2(n, 0.0f);
+          for (size_t i = 0; i < side.size(); ++i) side[i] = 0.5f + static_cast<float>(i);
+          sampled::Walk ws = w;
+          ws.side = side.data();
+          ws.gathered = got.data();
+          for (int64_t m : {n, int64_t{0}, int64_t{1}, int64_t{3}, int64_t{6}}) {
+            ws.n = m;
+            std::fill(got.begin(), got.end(), -7.0f);
+            sampled::score_walk(t, ws, c.q.data(), d, s2.data(), isa);
+            for (int64_t j = 0; j < m; ++j) {
+              EXPECT_EQ(got[j], side[c.pos[j]]) << m << " " << j;
+              EXPECT_NEAR(s2[j], dot[j], 1e-4 * (1 + std::abs(dot[j])));
+            }
+            EXPECT_EQ(got[m], -7.0f);
+          }
+        }
         // Short walks: the 4-row steps of the BF16 key walk and their 1..3-row tails.
         for (int64_t m : {0, 1, 2, 3, 4, 5, 7}) {
           sampled::Walk wm = w;
