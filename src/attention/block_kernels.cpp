@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <limits>
 
 #include "common/half.h"
@@ -54,11 +56,22 @@ float max_of(const float* x, int n) {
   return r;
 }
 
+bool bf16_dot_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("MAGICPIG_BF16_DOT");
+    return best_isa() == Isa::Avx512 && detect_cpu().avx512bf16 && !(env && std::strcmp(env, "0") == 0);
+  }();
+  return on;
+}
+
 void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, int n, float scale,
             float* s, int64_t lds, Isa isa, const uint16_t* pf) {
   const bool bf = kv_type == DType::BF16;
   switch (clamp_isa(isa, d)) {
-    case Isa::Avx512: return detail::scores_avx512(bf, q, rows, d, k, n, scale, s, lds, pf);
+    case Isa::Avx512:
+      if (bf && bf16_dot_fits(d) && bf16_dot_enabled())
+        return detail::scores_bf16dot_avx512(q, rows, d, k, n, scale, s, lds, pf);
+      return detail::scores_avx512(bf, q, rows, d, k, n, scale, s, lds, pf);
     case Isa::Avx2: return detail::scores_avx2(bf, q, rows, d, k, n, scale, s, lds, pf);
     case Isa::Scalar: break;
   }
@@ -69,7 +82,10 @@ void accumulate(DType kv_type, const float* p, int rows, int64_t ldp, const uint
                 float* acc, Isa isa, const uint16_t* pf) {
   const bool bf = kv_type == DType::BF16;
   switch (clamp_isa(isa, d)) {
-    case Isa::Avx512: return detail::accumulate_avx512(bf, p, rows, ldp, v, n, d, acc, pf);
+    case Isa::Avx512:
+      if (bf && bf16_dot_fits(d) && bf16_dot_enabled())
+        return detail::accumulate_bf16dot_avx512(p, rows, ldp, v, n, d, acc, pf);
+      return detail::accumulate_avx512(bf, p, rows, ldp, v, n, d, acc, pf);
     case Isa::Avx2: return detail::accumulate_avx2(bf, p, rows, ldp, v, n, d, acc, pf);
     case Isa::Scalar: break;
   }

@@ -51,6 +51,16 @@ float exp_shift_sum_ref(float* x, int n, float m);
 
 float max_of(const float* x, int n);  // -inf for n == 0; NaN-agnostic
 
+// BF16 keys scored with AVX-512 BF16's vdpbf16ps (block_kernels_bf16dot_avx512.cpp): the
+// query as hi + lo BF16 halves (16 significant bits), products exact, f32 sums; scores within
+// ~1e-5 of |q||k| of the f32 path; accumulate() likewise with the weights as hi + lo pairs.
+// scores(), accumulate() and sampled::score_walk() take it for BF16 caches
+// when the ISA is AVX-512, d fits (bf16_dot_fits) and bf16_dot_enabled(): the CPU reports
+// avx512_bf16 and MAGICPIG_BF16_DOT is not "0" (tests run the suite both ways). Evaluated once.
+constexpr int kBf16DotMaxD = 256;
+inline bool bf16_dot_fits(int d) { return d % 32 == 0 && d <= kBf16DotMaxD; }
+bool bf16_dot_enabled();
+
 // ISA variants (block_kernels_avx2.cpp / block_kernels_avx512.cpp). Require d % 8 == 0 (avx2)
 // or d % 16 == 0 (avx512); the dispatcher falls back to the reference otherwise.
 namespace detail {
@@ -63,6 +73,11 @@ namespace detail {
 MP_BLOCK_KERNELS(avx2)
 MP_BLOCK_KERNELS(avx512)
 #undef MP_BLOCK_KERNELS
+// BF16 rows only; require bf16_dot_fits(d) and a CPU with avx512_bf16.
+void scores_bf16dot_avx512(const float* q, int rows, int d, const uint16_t* k, int n, float scale, float* s,
+                           int64_t lds, const uint16_t* pf);
+void accumulate_bf16dot_avx512(const float* p, int rows, int64_t ldp, const uint16_t* v, int n, int d, float* acc,
+                               const uint16_t* pf);
 }  // namespace detail
 
 }  // namespace mp::attn::blk

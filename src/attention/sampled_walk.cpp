@@ -39,7 +39,10 @@ void accumulate_walk_ref(DType t, const Walk& w, const float* p, int d, float* a
 void score_walk(DType t, const Walk& w, const float* q, int d, float* s, Isa isa) {
   check_args(t, d);
   switch (blk::clamp_isa(isa, d)) {
-    case Isa::Avx512: return detail::score_walk_avx512(t == DType::BF16, w, q, d, s);
+    case Isa::Avx512:
+      if (t == DType::BF16 && blk::bf16_dot_fits(d) && blk::bf16_dot_enabled())
+        return detail::score_walk_bf16dot_avx512(w, q, d, s);
+      return detail::score_walk_avx512(t == DType::BF16, w, q, d, s);
     case Isa::Avx2: return detail::score_walk_avx2(t == DType::BF16, w, q, d, s);
     default: return score_walk_ref(t, w, q, d, s);
   }

@@ -45,6 +45,8 @@ namespace detail {
 MP_WALK_KERNELS(avx2)
 MP_WALK_KERNELS(avx512)
 #undef MP_WALK_KERNELS
+// BF16 rows, vdpbf16ps (blk::bf16_dot_enabled); requires blk::bf16_dot_fits(d).
+void score_walk_bf16dot_avx512(const Walk& w, const float* q, int d, float* s);
 }  // namespace detail
 
 }  // namespace mp::attn::sampled

@@ -1,12 +1,14 @@
 // Block kernels: every SIMD path the CPU has against the scalar reference.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <random>
 #include <vector>
 
 #include "attention/block_kernels.h"
+#include "common/cpu.h"
 #include "common/half.h"
 
 namespace mp::attn::blk {
@@ -59,9 +61,87 @@ TEST(DenseKernels, ScoresAndAccumulateMatchReference) {
             auto acc_ref = acc;
             accumulate(t, p.data(), rows, lds, k.data(), n, d, acc.data(), isa);
             accumulate_ref(t, p.data(), rows, lds, k.data(), n, d, acc_ref.data());
-            for (size_t i = 0; i < acc.size(); ++i)
-              ASSERT_NEAR(acc[i], acc_ref[i], 1e-5f * (1.0f + n)) << "isa " << isa_name(isa) << " d " << d;
+            // The BF16-dot path (AVX-512 BF16) multiplies by weights carried in 16 bits (hi + lo):
+            // up to 2^-16 of sum |p v| more.
+            const bool dot = isa == Isa::Avx512 && t == DType::BF16 && bf16_dot_fits(d) && bf16_dot_enabled();
+            for (size_t i = 0; i < acc.size(); ++i) {
+              double mag = 0;
+              if (dot)
+                for (int j = 0; j < n; ++j)
+                  mag += std::abs(p[(i / d) * lds + j] * load_kv(true, k[static_cast<size_t>(j) * d + i % d]));
+              ASSERT_NEAR(acc[i], acc_ref[i], 1e-5f * (1.0f + n) + std::ldexp(mag, -16))
+                  << "isa " << isa_name(isa) << " d " << d;
+            }
           }
+}
+
+// vdpbf16ps key scoring (BF16 caches on CPUs with avx512_bf16), called directly so it is
+// tested whatever MAGICPIG_BF16_DOT says: against a double evaluation, within the hi + lo
+// split's bound (2^-16 of sum |q_i k_i|, plus f32 summation), for every rows/n tail; far
+// tighter than a query rounded once to BF16 would be, which the last check makes sure of.
+TEST(DenseKernels, Bf16DotScoresMatchDouble) {
+  if (best_isa() < Isa::Avx512 || !detect_cpu().avx512bf16) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  std::mt19937_64 rng(11);
+  double worst_ratio = 0;  // error / (2^-8 * sum |q k|): what a once-rounded query would allow
+  for (int d : {32, 64, 96, 128, 256})
+    for (int rows : {1, 2, 3, 4, 5, 8})
+      for (int n : {1, 3, 4, 5, 17, 64}) {
+        auto q = random_f32(static_cast<size_t>(rows) * d, rng);
+        for (size_t i = 0; i < q.size(); i += 7) q[i] *= 40.0f;  // a few large components
+        const auto k = random_kv(DType::BF16, static_cast<size_t>(n) * d, rng);
+        const int64_t lds = n + 2;
+        const float scale = 0.125f;
+        std::vector<float> s(rows * lds, -1.0f);
+        detail::scores_bf16dot_avx512(q.data(), rows, d, k.data(), n, scale, s.data(), lds, nullptr);
+        for (int r = 0; r < rows; ++r) {
+          for (int j = 0; j < n; ++j) {
+            double dot = 0, mag = 0;
+            for (int i = 0; i < d; ++i) {
+              const double x = q[r * d + i], y = bf16_to_f32(k[static_cast<size_t>(j) * d + i]);
+              dot += x * y;
+              mag += std::abs(x * y);
+            }
+            const double err = std::abs(s[r * lds + j] - scale * dot);
+            ASSERT_LE(err, scale * mag * (std::ldexp(1.0, -16) + 64 * 6e-8) + 1e-30)
+                << "d " << d << " rows " << rows << " n " << n << " r " << r << " j " << j;
+            worst_ratio = std::max(worst_ratio, err / (scale * mag * std::ldexp(1.0, -8)));
+          }
+          EXPECT_EQ(s[r * lds + n], -1.0f) << "written past n";
+          EXPECT_EQ(s[r * lds + n + 1], -1.0f);
+        }
+      }
+  EXPECT_LT(worst_ratio, 0.02) << "errors of a query rounded to BF16 once, not hi + lo";
+}
+
+// The value side: rows taken in pairs (odd n leaves a single last row), weights as hi + lo
+// BF16 pairs, columns in 32-column chunks (a 64-column tile and a 32-column rest for 96),
+// rows beyond 4, n beyond one weight slab (256), a nonzero starting accumulator.
+TEST(DenseKernels, Bf16DotAccumulateMatchesDouble) {
+  if (best_isa() < Isa::Avx512 || !detect_cpu().avx512bf16) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  std::mt19937_64 rng(12);
+  std::uniform_real_distribution<float> ud(0.0f, 1.0f);
+  for (int d : {32, 64, 96, 128, 256})
+    for (int rows : {1, 3, 4, 5})
+      for (int n : {1, 2, 3, 17, 64, 300}) {
+        const int64_t ldp = n + 5;
+        std::vector<float> p(rows * ldp);
+        for (auto& x : p) x = ud(rng) * ud(rng);  // softmax-like weights in [0, 1)
+        const auto v = random_kv(DType::BF16, static_cast<size_t>(n) * d, rng);
+        auto acc = random_f32(static_cast<size_t>(rows) * d, rng);
+        const auto start = acc;
+        detail::accumulate_bf16dot_avx512(p.data(), rows, ldp, v.data(), n, d, acc.data(), nullptr);
+        for (int r = 0; r < rows; ++r)
+          for (int i = 0; i < d; ++i) {
+            double want = start[r * d + i], mag = std::abs(want);
+            for (int j = 0; j < n; ++j) {
+              const double t = static_cast<double>(p[r * ldp + j]) * bf16_to_f32(v[static_cast<size_t>(j) * d + i]);
+              want += t;
+              mag += std::abs(t);
+            }
+            ASSERT_LE(std::abs(acc[r * d + i] - want), mag * (std::ldexp(1.0, -16) + (n + 2) * 6e-8))
+                << "d " << d << " rows " << rows << " n " << n << " r " << r << " i " << i;
+          }
+      }
 }
 
 // The prefetch pointer is a pure hint: the same bits with and without it, for every tile shape

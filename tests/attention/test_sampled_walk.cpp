@@ -6,8 +6,10 @@
 #include <random>
 #include <vector>
 
+#include "attention/block_kernels.h"
 #include "attention/lsh.h"
 #include "attention/sampled_walk.h"
+#include "common/cpu.h"
 #include "common/error.h"
 #include "common/half.h"
 
@@ -111,6 +113,38 @@ TEST(SampledWalk, ScoresAndAccumulateMatchBruteForceOnEveryIsa) {
     }
 }
 
+// The vdpbf16ps key walk (CPUs with avx512_bf16), called directly whatever MAGICPIG_BF16_DOT
+// says: dots within the hi + lo query split's bound of a double evaluation, the side gather, the
+// 4-row steps and their tails, nothing written past n.
+TEST(SampledWalk, Bf16DotKeyWalkMatchesDouble) {
+  if (best_isa() < Isa::Avx512 || !detect_cpu().avx512bf16) GTEST_SKIP() << "no AVX-512 BF16 on this CPU";
+  for (int d : {32, 64, 128, 256}) {
+    WalkCase c(DType::BF16, d, 500 + d);
+    const sampled::Walk w = c.walk();
+    std::vector<float> side(static_cast<size_t>(c.rows));
+    for (size_t i = 0; i < side.size(); ++i) side[i] = static_cast<float>(i) * 0.25f;
+    for (int64_t m : {w.n, int64_t{0}, int64_t{1}, int64_t{2}, int64_t{3}, int64_t{5}}) {
+      sampled::Walk wm = w;
+      wm.n = m;
+      std::vector<float> s(m + 1, -7.0f), got(m + 1, -7.0f);
+      wm.side = side.data();
+      wm.gathered = got.data();
+      sampled::detail::score_walk_bf16dot_avx512(wm, c.q.data(), d, s.data());
+      for (int64_t j = 0; j < m; ++j) {
+        double dot = 0, mag = 0;
+        for (int i = 0; i < d; ++i) {
+          dot += static_cast<double>(c.q[i]) * c.row(c.pos[j], i);
+          mag += std::abs(static_cast<double>(c.q[i]) * c.row(c.pos[j], i));
+        }
+        ASSERT_LE(std::abs(s[j] - dot), mag * (std::ldexp(1.0, -16) + 64 * 6e-8)) << d << " " << m << " " << j;
+        EXPECT_EQ(got[j], side[c.pos[j]]);
+      }
+      EXPECT_EQ(s[m], -7.0f);
+      EXPECT_EQ(got[m], -7.0f);
+    }
+  }
+}
+
 TEST(SampledWalk, SimdMatchesScalarTwin) {
   WalkCase c(DType::BF16, 128, 7);
   const sampled::Walk w = c.walk();
@@ -123,8 +157,15 @@ TEST(SampledWalk, SimdMatchesScalarTwin) {
     std::vector<float> s(w.n), acc(128, 0.0f);
     sampled::score_walk(DType::BF16, w, c.q.data(), 128, s.data(), isa);
     sampled::accumulate_walk(DType::BF16, w, p.data(), 128, acc.data(), isa);
-    // Same products, summed in another order (lanes vs sequential, fused vs separate rounding).
-    for (int64_t j = 0; j < w.n; ++j) EXPECT_NEAR(s[j], s_ref[j], 2e-5f * (1 + std::abs(s_ref[j])));
+    // Same products, summed in another order (lanes vs sequential, fused vs separate rounding);
+    // the BF16-dot key walk's products use the query's 16-bit hi + lo split instead, so its
+    // scores may also differ by 2^-16 of sum |q_i k_i|.
+    const bool dot = isa == Isa::Avx512 && blk::bf16_dot_enabled();
+    for (int64_t j = 0; j < w.n; ++j) {
+      double mag = 0;
+      for (int i = 0; i < 128; ++i) mag += std::abs(c.q[i] * c.row(c.pos[j], i));
+      EXPECT_NEAR(s[j], s_ref[j], 2e-5f * (1 + std::abs(s_ref[j])) + (dot ? std::ldexp(mag, -16) : 0.0));
+    }
     for (int i = 0; i < 128; ++i) EXPECT_NEAR(acc[i], acc_ref[i], 2e-5f * (1 + std::abs(acc_ref[i])));
   }
 }
