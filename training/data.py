@@ -6,7 +6,8 @@ mask marks the answers; it applies its own answer/text loss weights). Plain-text
 no answer tokens. Samples are a pure function of (seed, step, index), so a resumed
 run sees exactly the data it would have seen without the interruption.
 
-Episode kinds (RULER names): single (one needle), single_uuid (word -> uuid, RULER's
+Episode kinds (RULER names): single (one needle), single_noise (the same in RULER's
+niah_single_1 haystack: one filler line repeated), single_uuid (word -> uuid, RULER's
 niah_single_3 wording; a random version-4 uuid, 36 characters), multikey (one asked, distractor needles with
 other keys), multivalue (one key, several numbers, all asked), multiquery (several needles,
 every key asked in turn: many recall events per sequence), vartrack (variable chains), text,
@@ -29,6 +30,8 @@ UUID_QUESTION = ("What is the special magic uuid for {key} mentioned in the prov
                  "The special magic uuid for {key} mentioned in the provided text is:")
 MV_QUESTION = ("What are all the special magic numbers for {key} mentioned in the provided text? "
                "The special magic numbers for {key} mentioned in the provided text are:")
+# RULER's noise haystack (niah_single_1): one line of filler repeated
+NOISE = "The grass is green. The sky is blue. The sun is yellow. Here we go. There and back again."
 VT_ASSIGN_VALUE = "VAR {name} = {value}."
 VT_ASSIGN_VAR = "VAR {name} = {other}."
 VT_QUESTION = ("Find all variables that are assigned the value {value} in the text above. "
@@ -76,9 +79,16 @@ class EpisodeMaker:
     def enc(self, s):
         return self.sp.encode(s)
 
-    def haystack(self, rng, n):
+    def haystack(self, rng, n, noise=False):
         if n <= 0:
             return []
+        if noise:  # the filler line repeated, from a random sentence of it
+            if not hasattr(self, "_noise"):
+                self._noise = self.enc(NOISE)
+                self._noise_starts = [0] + [i for i in range(1, len(self._noise)) if self.sentence_end[self._noise[i - 1]]]
+            reps = n // len(self._noise) + 2
+            start = self._noise_starts[int(rng.integers(0, len(self._noise_starts)))]
+            return (self._noise * reps)[start:start + n]
         c = rng.choice(len(self.texts), p=self.text_p)
         t = self.texts[c]
         start = int(rng.integers(0, len(t) - n - 1))
@@ -99,13 +109,13 @@ class EpisodeMaker:
     def number(rng):
         return str(int(rng.integers(1_000_000, 10_000_000)))
 
-    def assemble(self, rng, seq_len, needles, depths, tail, text_weight, strict=False):
+    def assemble(self, rng, seq_len, needles, depths, tail, text_weight, strict=False, noise=False):
         """needles: token lists placed at depths (fractions); tail: list of (tokens, is_answer)
         appended after the haystack. Returns (ids[seq_len+1], weights[seq_len+1])."""
         fixed = 1 + sum(len(n) for n in needles) + sum(len(t) for t, _ in tail)
         if strict and fixed > seq_len + 1:  # training tolerates a cut tail; evaluation must not
             raise ValueError(f"episode needs {fixed} tokens, more than seq_len+1={seq_len + 1}")
-        hay = self.haystack(rng, seq_len + 1 - fixed)
+        hay = self.haystack(rng, seq_len + 1 - fixed, noise)
         order = np.argsort(depths, kind="stable")
         pts = self.insert_points(rng, hay, [depths[i] for i in order])
         ids, w = [self.bos], [0.0]
@@ -121,7 +131,7 @@ class EpisodeMaker:
         return ids[:seq_len + 1], w[:seq_len + 1]
 
     # ---- episode kinds -------------------------------------------------------------------
-    def single(self, rng, seq_len, text_weight, n_distractors=0, depth=None, key=None, strict=False):
+    def single(self, rng, seq_len, text_weight, n_distractors=0, depth=None, key=None, strict=False, noise=False):
         keys = rng.choice(len(self.keys), size=1 + n_distractors, replace=False)
         keys = [self.keys[k] for k in keys]
         if key is not None:
@@ -133,7 +143,8 @@ class EpisodeMaker:
             depths[0] = depth
         q = self.enc(QUESTION.format(key=keys[0]))
         a = self.answer_tokens(vals[0])
-        ids, w = self.assemble(rng, seq_len, needles, depths, [(q, False), (a, True), ([self.eos], True)], text_weight, strict)
+        ids, w = self.assemble(rng, seq_len, needles, depths, [(q, False), (a, True), ([self.eos], True)], text_weight, strict,
+                               noise)
         return ids, w, vals[0]
 
     @staticmethod
@@ -249,6 +260,8 @@ class EpisodeMaker:
             return self.single(rng, seq_len, text_weight)[:2]
         if kind == "multikey":
             return self.single(rng, seq_len, text_weight, n_distractors=3)[:2]
+        if kind == "single_noise":  # RULER niah_single_1's haystack
+            return self.single(rng, seq_len, text_weight, noise=True)[:2]
         if kind == "single_uuid":
             return self.single_uuid(rng, seq_len, text_weight)[:2]
         if kind == "multiquery":

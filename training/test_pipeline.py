@@ -6,7 +6,7 @@
   4. Export: the GGUF written by export_gguf.py parses back (own reader) with the right
      metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
   5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them.
-  6. Episodes: a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
+  6. Episodes: a noise-haystack needle is set in RULER's filler line; a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
      needle and question are in the sequence, and only the answer (+ EOS) carries the mask.
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
 """
@@ -159,6 +159,11 @@ for n in (300, 1000):
     check(ans[-1] == maker.eos and sp.decode(ans[:-1]).strip() == val, f"uuid answer tokens decode to the uuid ({n})")
     text = sp.decode([int(t) for t in ids])
     check(f"is: {val}." in text and text.count(val) == 2, "the uuid needle is in the haystack and answered once")
+
+ids, w, val = maker.single(rng, 600, 0.0, noise=True)
+text = sp.decode([int(t) for t in ids])
+check(len(ids) == 601 and f"is: {val}." in text and text.count("The grass is green.") >= 10
+      and not any(c in text for c in "QXZ"), "noise-haystack needle: RULER's filler line repeated around the needle")
 
 print("all checks passed" if not failures else f"{len(failures)} check(s) FAILED")
 sys.exit(1 if failures else 0)
