@@ -1,6 +1,7 @@
-// Key scoring of BF16 caches with AVX-512 BF16's vdpbf16ps (block_kernels.h: scores_bf16dot,
-// score_walk_bf16dot). Chosen at run time only where CPUID reports avx512_bf16
-// (blk::bf16_dot_enabled); the target is set here so the module's flag rules need no case.
+// Scores and value sums over BF16 caches with AVX-512 BF16's vdpbf16ps (block_kernels.h:
+// scores_bf16dot_avx512, accumulate_bf16dot_avx512; sampled_walk.h: score_walk_bf16dot_avx512).
+// Chosen at run time only where CPUID reports avx512_bf16 (blk::bf16_dot_enabled); the target
+// is set here so the module's flag rules need no case.
 //
 // Why: dense decode on AVX-512 is bound by vector instructions, not memory (docs/results.md),
 // and of those a third widened BF16 keys to f32 (a zero-extend and a shift per 16 values) before
