@@ -131,18 +131,23 @@ class EpisodeMaker:
         return ids[:seq_len + 1], w[:seq_len + 1]
 
     # ---- episode kinds -------------------------------------------------------------------
-    def single(self, rng, seq_len, text_weight, n_distractors=0, depth=None, key=None, strict=False, noise=False):
+    def single(self, rng, seq_len, text_weight, n_distractors=0, depth=None, key=None, strict=False, noise=False,
+               uuid=False):
+        """One asked needle (+ distractors); word -> 7-digit number, or word -> uuid with uuid=True."""
         keys = rng.choice(len(self.keys), size=1 + n_distractors, replace=False)
         keys = [self.keys[k] for k in keys]
         if key is not None:
             keys[0] = key
-        vals = [self.number(rng) for _ in keys]
-        needles = [self.enc(NEEDLE.format(key=k, value=v)) for k, v in zip(keys, vals)]
+        vals = [self.uuid(rng) if uuid else self.number(rng) for _ in keys]
+        template = UUID_NEEDLE if uuid else NEEDLE
+        needles = [self.enc(template.format(key=k, value=v)) for k, v in zip(keys, vals)]
         depths = list(rng.random(len(keys)))
         if depth is not None:
             depths[0] = depth
-        q = self.enc(QUESTION.format(key=keys[0]))
-        a = self.answer_tokens(vals[0])
+        question = (UUID_QUESTION if uuid else QUESTION).format(key=keys[0])
+        q = self.enc(question)
+        # the answer as the tokenizer splits the whole sentence "... is: <value>", minus the question
+        a = self.enc(question + " " + vals[0])[len(q):] if uuid else self.answer_tokens(vals[0])
         ids, w = self.assemble(rng, seq_len, needles, depths, [(q, False), (a, True), ([self.eos], True)], text_weight, strict,
                                noise)
         return ids, w, vals[0]
@@ -154,17 +159,6 @@ class EpisodeMaker:
         h[16] = 8 + int(rng.integers(0, 4))         # variant 10xx
         x = "".join("0123456789abcdef"[int(v)] for v in h)
         return f"{x[:8]}-{x[8:12]}-{x[12:16]}-{x[16:20]}-{x[20:]}"
-
-    def single_uuid(self, rng, seq_len, text_weight, n_distractors=0):
-        keys = [self.keys[k] for k in rng.choice(len(self.keys), size=1 + n_distractors, replace=False)]
-        vals = [self.uuid(rng) for _ in keys]
-        needles = [self.enc(UUID_NEEDLE.format(key=k, value=v)) for k, v in zip(keys, vals)]
-        q = self.enc(UUID_QUESTION.format(key=keys[0]))
-        # the answer as the tokenizer splits the whole sentence: "... is: <uuid>" minus the question
-        a = self.enc(UUID_QUESTION.format(key=keys[0]) + " " + vals[0])[len(q):]
-        ids, w = self.assemble(rng, seq_len, needles, list(rng.random(len(keys))),
-                               [(q, False), (a, True), ([self.eos], True)], text_weight)
-        return ids, w, vals[0]
 
     def answer_tokens(self, value):
         # "is: 1234567" tokenizes as ... ':' '▁' '1' ... '7' ; the question ends with ':' so the
@@ -263,7 +257,7 @@ class EpisodeMaker:
         if kind == "single_noise":  # RULER niah_single_1's haystack
             return self.single(rng, seq_len, text_weight, noise=True)[:2]
         if kind == "single_uuid":
-            return self.single_uuid(rng, seq_len, text_weight)[:2]
+            return self.single(rng, seq_len, text_weight, uuid=True)[:2]
         if kind == "multiquery":
             fit = max(1, min(8, (seq_len - 16) // 48))  # ~48 tokens per needle + query pair
             return self.multiquery(rng, seq_len, text_weight, n=int(rng.integers(1, fit + 1)))

@@ -151,7 +151,7 @@ sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
 maker = data.EpisodeMaker(sp, "train")
 rng = np.random.default_rng(5)
 for n in (300, 1000):
-    ids, w, val = maker.single_uuid(rng, n, 0.0)
+    ids, w, val = maker.single(rng, n, 0.0, uuid=True)
     ans = [int(t) for t, x in zip(ids, w) if x == 1.0]
     check(len(ids) == n + 1 and len(w) == n + 1, f"uuid episode has seq_len + 1 tokens ({n})")
     check(re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-4[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}", val) is not None,
