@@ -69,7 +69,7 @@ void scores(DType kv_type, const float* q, int rows, int d, const uint16_t* k, i
   const bool bf = kv_type == DType::BF16;
   switch (clamp_isa(isa, d)) {
     case Isa::Avx512:
-      if (bf && bf16_dot_fits(d) && bf16_dot_enabled())
+      if (uses_bf16_dot(kv_type, d))
         return detail::scores_bf16dot_avx512(q, rows, d, k, n, scale, s, lds, pf);
       return detail::scores_avx512(bf, q, rows, d, k, n, scale, s, lds, pf);
     case Isa::Avx2: return detail::scores_avx2(bf, q, rows, d, k, n, scale, s, lds, pf);
@@ -83,7 +83,7 @@ void accumulate(DType kv_type, const float* p, int rows, int64_t ldp, const uint
   const bool bf = kv_type == DType::BF16;
   switch (clamp_isa(isa, d)) {
     case Isa::Avx512:
-      if (bf && bf16_dot_fits(d) && bf16_dot_enabled())
+      if (uses_bf16_dot(kv_type, d))
         return detail::accumulate_bf16dot_avx512(p, rows, ldp, v, n, d, acc, pf);
       return detail::accumulate_avx512(bf, p, rows, ldp, v, n, d, acc, pf);
     case Isa::Avx2: return detail::accumulate_avx2(bf, p, rows, ldp, v, n, d, acc, pf);

@@ -60,6 +60,9 @@ float max_of(const float* x, int n);  // -inf for n == 0; NaN-agnostic
 constexpr int kBf16DotMaxD = 256;
 inline bool bf16_dot_fits(int d) { return d % 32 == 0 && d <= kBf16DotMaxD; }
 bool bf16_dot_enabled();
+// Whether an AVX-512 dispatch of scores / accumulate / score_walk over rows of type t with head
+// size d takes the vdpbf16ps kernels (the one definition the dispatchers and tests share).
+inline bool uses_bf16_dot(DType t, int d) { return t == DType::BF16 && bf16_dot_fits(d) && bf16_dot_enabled(); }
 
 // ISA variants (block_kernels_avx2.cpp / block_kernels_avx512.cpp). Require d % 8 == 0 (avx2)
 // or d % 16 == 0 (avx512); the dispatcher falls back to the reference otherwise.

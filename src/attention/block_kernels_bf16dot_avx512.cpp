@@ -98,14 +98,14 @@ void score_rows_dot(const float* q, int d, const uint16_t* k, int n, float scale
 }
 
 // One row of the key walk: two accumulators (hi and lo products) so each chain is d/32 long.
-inline void score_row_dot(const SplitQuery& qs, int chunks, const uint16_t* row, __m512& sum) {
+inline __m512 score_row_dot(const SplitQuery& qs, int chunks, const uint16_t* row) {
   __m512 ah = _mm512_setzero_ps(), al = _mm512_setzero_ps();
   for (int c = 0; c < chunks; ++c) {
     const __m512bh kv = load_bf16(row + 32 * c);
     ah = _mm512_dpbf16_ps(ah, qs.hi[c], kv);
     al = _mm512_dpbf16_ps(al, qs.lo[c], kv);
   }
-  sum = _mm512_add_ps(ah, al);
+  return _mm512_add_ps(ah, al);
 }
 
 // ---- values: acc[r] += sum_j p[r][j] * v[j] ----
@@ -246,15 +246,13 @@ void score_walk_bf16dot_avx512(const Walk& w, const float* q, int d, float* s) {
     for (int r = 0; r < 4; ++r) {
       prefetch_ahead(w, j + r, d);
       if (w.side) side_gather(w, j + r);
-      score_row_dot(qs, chunks, w.base + static_cast<int64_t>(w.pos[j + r]) * d, acc[r]);
+      acc[r] = score_row_dot(qs, chunks, w.base + static_cast<int64_t>(w.pos[j + r]) * d);
     }
     T::reduce4(acc, s + j);
   }
   for (; j < w.n; ++j) {
     if (w.side) side_gather(w, j);
-    __m512 acc;
-    score_row_dot(qs, chunks, w.base + static_cast<int64_t>(w.pos[j]) * d, acc);
-    s[j] = _mm512_reduce_add_ps(acc);
+    s[j] = _mm512_reduce_add_ps(score_row_dot(qs, chunks, w.base + static_cast<int64_t>(w.pos[j]) * d));
   }
 }
 

@@ -40,7 +40,7 @@ void score_walk(DType t, const Walk& w, const float* q, int d, float* s, Isa isa
   check_args(t, d);
   switch (blk::clamp_isa(isa, d)) {
     case Isa::Avx512:
-      if (t == DType::BF16 && blk::bf16_dot_fits(d) && blk::bf16_dot_enabled())
+      if (blk::uses_bf16_dot(t, d))
         return detail::score_walk_bf16dot_avx512(w, q, d, s);
       return detail::score_walk_avx512(t == DType::BF16, w, q, d, s);
     case Isa::Avx2: return detail::score_walk_avx2(t == DType::BF16, w, q, d, s);

@@ -63,7 +63,7 @@ TEST(DenseKernels, ScoresAndAccumulateMatchReference) {
             accumulate_ref(t, p.data(), rows, lds, k.data(), n, d, acc_ref.data());
             // The BF16-dot path (AVX-512 BF16) multiplies by weights carried in 16 bits (hi + lo):
             // up to 2^-16 of sum |p v| more.
-            const bool dot = isa == Isa::Avx512 && t == DType::BF16 && bf16_dot_fits(d) && bf16_dot_enabled();
+            const bool dot = isa == Isa::Avx512 && uses_bf16_dot(t, d);
             for (size_t i = 0; i < acc.size(); ++i) {
               double mag = 0;
               if (dot)

@@ -160,7 +160,7 @@ TEST(SampledWalk, SimdMatchesScalarTwin) {
     // Same products, summed in another order (lanes vs sequential, fused vs separate rounding);
     // the BF16-dot key walk's products use the query's 16-bit hi + lo split instead, so its
     // scores may also differ by 2^-16 of sum |q_i k_i|.
-    const bool dot = isa == Isa::Avx512 && blk::bf16_dot_enabled();
+    const bool dot = isa == Isa::Avx512 && blk::uses_bf16_dot(DType::BF16, 128);
     for (int64_t j = 0; j < w.n; ++j) {
       double mag = 0;
       for (int i = 0; i < 128; ++i) mag += std::abs(c.q[i] * c.row(c.pos[j], i));
