@@ -24,6 +24,7 @@
 
 #include "attention/dense.h"
 #include "attention/magicpig_impl.h"
+#include "attention/sampled_walk.h"
 #include "common/half.h"
 #include "kv/kv_cache.h"
 #include "read_bandwidth.h"
@@ -238,6 +239,55 @@ void BM_MagicPigGatherFloor(benchmark::State& state) {
   state.counters["MB_read"] = rows / kQueries * kDim * 2.0 * 2 / 1e6;
 }
 
+// The step's two walks alone (sampled_walk.h: each head's key walk, then its value walk), on the
+// candidates the step drew, 2 threads over the KV heads as attend() does: what the walks cost
+// beside BM_MagicPigGatherFloor (the same rows, read once as each group's union).
+void BM_MagicPigWalks(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int k = static_cast<int>(state.range(1)), l = static_cast<int>(state.range(2));
+  const Context& c = context(n);
+  const KvView kv = c.cache->view(0);
+  MagicPigAttention& pig = built_pig(n, k, l, kv);
+  std::vector<std::vector<std::vector<uint32_t>>> cand(kQueries, std::vector<std::vector<uint32_t>>(kHeads));
+  std::vector<float> out(kHeads * kDim);
+  double rows = 0;
+  pig.record_candidates(true);
+  for (int qi = 0; qi < kQueries; ++qi) {
+    pig.attend(0, kv, c.queries.data() + static_cast<size_t>(qi) * kHeads * kDim, out.data(), kThreads);
+    for (int h = 0; h < kHeads; ++h) {
+      cand[qi][h] = pig.candidates(h);
+      rows += static_cast<double>(cand[qi][h].size());
+    }
+  }
+  pig.record_candidates(false);
+  const int G = kHeads / kKvHeads;
+  const Isa isa = best_isa();
+  std::vector<std::vector<float>> s(kThreads, std::vector<float>(static_cast<size_t>(n)));
+  std::vector<std::vector<float>> acc(kThreads, std::vector<float>(kDim));
+  int qi = 0;
+  for (auto _ : state) {
+    const int q = qi++ % kQueries;
+#pragma omp parallel for num_threads(kThreads) schedule(dynamic, 1)
+    for (int kvh = 0; kvh < kKvHeads; ++kvh) {
+      const int t = omp_get_thread_num();
+      for (int g = 0; g < G; ++g) {
+        const auto& pos = cand[q][kvh * G + g];
+        sampled::Walk w;
+        w.pos = pos.data();
+        w.n = static_cast<int64_t>(pos.size());
+        w.base = kv.key(kvh, 0);
+        sampled::score_walk(kv.dtype, w, c.queries.data() + (static_cast<size_t>(q) * kHeads + kvh * G + g) * kDim,
+                            kDim, s[t].data(), isa);
+        for (int64_t j = 0; j < w.n; ++j) s[t][j] = 1e-3f * s[t][j];
+        w.base = kv.value(kvh, 0);
+        sampled::accumulate_walk(kv.dtype, w, s[t].data(), kDim, acc[t].data(), isa);
+      }
+    }
+    benchmark::DoNotOptimize(acc.data());
+  }
+  state.counters["MB_read"] = rows / kQueries * kDim * 2.0 * 2 / 1e6;
+}
+
 // Candidate retrieval alone (the step's table lookups, counting and sorted read-out), all
 // query heads of one step, 2 threads over the KV heads as attend() does.
 void BM_Retrieve(benchmark::State& state) {
@@ -301,6 +351,7 @@ BENCHMARK(BM_ReadBandwidth)->Arg(0)->Arg(1)->Arg(2)->ArgName("reader")->Unit(ben
 BENCHMARK(BM_Dense)->Apply(dense_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPig)->Apply(pig_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPigGatherFloor)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_MagicPigWalks)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_Retrieve)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_TableBuild)->Args({131072})->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime()->UseRealTime();
 
