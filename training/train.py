@@ -165,7 +165,8 @@ def main():
     held_maker = data.EpisodeMaker(sp, "heldout")
     log_path = os.path.join(args.run_dir, "log.csv")
     eval_path = os.path.join(args.run_dir, "eval.csv")
-    for path in (log_path, eval_path):  # rows logged after the checkpoint will be logged again
+    mk_path = os.path.join(args.run_dir, "eval_multikey.csv")  # stages with "eval_distractors": N
+    for path in (log_path, eval_path, mk_path):  # rows logged after the checkpoint will be logged again
         if os.path.exists(path):
             rows = open(path).read().splitlines()
             keep = rows[:1] + [r for r in rows[1:] if int(r.split(",")[0]) <= step]
@@ -178,6 +179,8 @@ def main():
                       "answer_token_acc", "elapsed_s", "tokens_per_s", "threads"])
     if not os.path.exists(eval_path):
         open(eval_path, "w").write("step,tokens,seq_len,heldout_needle_acc,n\n")
+    if not os.path.exists(mk_path):
+        open(mk_path, "w").write("step,tokens,seq_len,distractors,heldout_multikey_acc,n\n")
 
     def checkpoint():
         save(ckpt_path, {"model": model.state_dict(), "optim": opt.state_dict(), "step": step, "tokens": tokens,
@@ -231,6 +234,16 @@ def main():
                 a = float("nan")
             open(eval_path, "a").write(f"{step},{tokens},{st['seq_len']},{a:.4f},{args.eval_n}\n")
             print(f"eval step {step}: held-out single-needle accuracy at {st['seq_len']}: {a:.3f} ({time.time()-te:.0f}s)", flush=True)
+            nd = st.get("eval_distractors", 0)
+            if nd:  # the asked needle among nd others: needs the key, not just "a needle"
+                te = time.time()
+                try:
+                    a = needle_accuracy(model, held_maker, seed, st["seq_len"], args.eval_n, n_distractors=nd)
+                except ValueError:
+                    a = float("nan")
+                open(mk_path, "a").write(f"{step},{tokens},{st['seq_len']},{nd},{a:.4f},{args.eval_n}\n")
+                print(f"eval step {step}: held-out multi-key accuracy ({nd} distractors) at {st['seq_len']}: {a:.3f} "
+                      f"({time.time()-te:.0f}s)", flush=True)
         stop = (args.max_minutes and time.time() - t_session > args.max_minutes * 60) or \
                (args.stop_at_step and step >= args.stop_at_step) or bool(interrupted)
         stage_end = stage_at(cur["stages"], step) is None or stage_at(cur["stages"], step)[0] != si
