@@ -75,7 +75,7 @@ cur = {"seed": 7, "model": {"dim": 64, "n_layers": 2, "n_heads": 2, "n_kv_heads"
        "stages": [{"name": "a", "steps": 3, "seq_len": 96, "batch": 2, "lr": 1e-3, "warmup": 2, "text_weight": 0.1,
                    "mix": {"single": 1, "multiquery": 1, "text": 1}},
                   {"name": "b", "steps": 3, "seq_len": 128, "batch": 2, "lr": 1e-3, "warmup": 1, "text_weight": 0.1,
-                   "mix": {"multikey": 1, "multivalue": 1, "vartrack": 1}}]}
+                   "eval_distractors": 2, "mix": {"multikey": 1, "multivalue": 1, "vartrack": 1}}]}
 with tempfile.TemporaryDirectory() as tmp:
     cf = os.path.join(tmp, "cur.json"); json.dump(cur, open(cf, "w"))
     run = lambda d, *extra: subprocess.run([sys.executable, os.path.join(HERE, "train.py"), "--curriculum", cf,
@@ -89,6 +89,9 @@ with tempfile.TemporaryDirectory() as tmp:
     check(all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]), "resumed weights are bit-identical to an uninterrupted run")
     rows = open(os.path.join(tmp, "one", "log.csv")).read().splitlines()
     check(len(rows) == 7 and rows[0].startswith("step,tokens"), "log.csv has a header and one row per logged step")
+    mk = [open(os.path.join(tmp, d, "eval_multikey.csv")).read().splitlines() for d in ("one", "two")]
+    check(mk[0] == mk[1] and len(mk[0]) == 2 and mk[0][1].startswith("6,") and mk[0][1].split(",")[3] == "2",
+          "a stage with eval_distractors logs its multi-key accuracy (once, at its end; same after a resume)")
 
     # 4. export ------------------------------------------------------------------------------
     g = os.path.join(tmp, "m.gguf")
