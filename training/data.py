@@ -175,6 +175,39 @@ class EpisodeMaker:
             tail.append((self.answer_tokens(vals[i]) + self.enc(".")[1:], True))
         return self.assemble(rng, seq_len, needles, list(rng.random(n)), tail, text_weight)[:2]
 
+    def kvrecall(self, rng, seq_len, text_weight):
+        """Associative recall without a haystack: 2-16 needles back to back, then 1-8 of their
+        keys asked (short or RULER-long question, at random), each answer checked. Every
+        question is a choice among all the needles, decided only by the key: the skill multi-key
+        retrieval needs, which the needle-in-haystack kinds leave to chance (one asked needle,
+        or a few per thousand tokens). Text fills the front when the needles are fewer than
+        the length."""
+        fit = max(2, min(16, (seq_len - 60) // 18))  # ~18 tokens per needle, room for >= 1 long question
+        n = int(rng.integers(2, fit + 1))
+        keys = [self.keys[k] for k in rng.choice(len(self.keys), size=n, replace=False)]
+        vals = [self.number(rng) for _ in keys]
+        needles = [self.enc(NEEDLE.format(key=k, value=v)) for k, v in zip(keys, vals)]
+        while n > 2 and 1 + sum(len(t) for t in needles) + 30 > seq_len + 1:  # room for one short question
+            n -= 1; needles.pop()
+        turns = []
+        for i in rng.permutation(n)[:int(rng.integers(1, 9))]:
+            if rng.random() < 0.5:
+                turns.append((self.enc(QUERY_SHORT.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:]))
+            else:
+                turns.append((self.enc(QUESTION.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:]))
+        body, w = [], []
+        for t in needles:
+            body += t; w += [text_weight] * len(t)
+        for q, a in turns:
+            if 1 + len(body) + len(q) + len(a) > seq_len + 1:
+                break
+            body += q + a; w += [text_weight] * len(q) + [1.0] * len(a)
+        body, w = body[:seq_len], w[:seq_len]  # lengths below ~80 tokens: cut
+        pad = seq_len - len(body)
+        ids = [self.bos] + (self.haystack(rng, pad) if pad > 0 else []) + body
+        ws = [0.0] + [text_weight] * pad + w
+        return ids[:seq_len + 1], ws[:seq_len + 1]
+
     def multivalue(self, rng, seq_len, text_weight, n=3):
         key = self.keys[int(rng.integers(len(self.keys)))]
         vals = [self.number(rng) for _ in range(n)]
@@ -261,6 +294,8 @@ class EpisodeMaker:
         if kind == "multiquery":
             fit = max(1, min(8, (seq_len - 16) // 48))  # ~48 tokens per needle + query pair
             return self.multiquery(rng, seq_len, text_weight, n=int(rng.integers(1, fit + 1)))
+        if kind == "kvrecall":
+            return self.kvrecall(rng, seq_len, text_weight)
         if kind == "multivalue":  # question ~30 tokens, ~25 per needle and ~8 per answer
             fit = max(2, min(4, (seq_len - 40) // 33))
             return self.multivalue(rng, seq_len, text_weight, n=int(rng.integers(2, fit + 1)))

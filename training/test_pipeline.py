@@ -168,5 +168,28 @@ text = sp.decode([int(t) for t in ids])
 check(len(ids) == 601 and f"is: {val}." in text and text.count("The grass is green.") >= 10
       and not any(c in text for c in "QXZ"), "noise-haystack needle: RULER's filler line repeated around the needle")
 
+# kvrecall: every checked answer is the value of a needle earlier in the sequence, and of the
+# key its question names; only answer tokens carry weight 1
+for n in (192, 384, 1024):
+    good = True
+    for _ in range(20):
+        ids, w = maker.kvrecall(rng, n, 0.0)
+        good &= len(ids) == n + 1 and len(w) == n + 1 and w[0] == 0.0
+        text = sp.decode([int(t) for t in ids])
+        pairs = dict(re.findall(r"magic numbers for (\S+) is: (\d{7})\.", text))
+        asked = re.findall(r"The special magic number for (\S+)(?: mentioned in the provided text)? is: (\d{7})\.", text)
+        spans, cur = [], []
+        for t, x in zip(ids, w):
+            if x == 1.0:
+                cur.append(int(t))
+            elif cur:
+                spans.append(cur); cur = []
+        if cur:
+            spans.append(cur)
+        answers = [sp.decode(a).strip().rstrip(".") for a in spans]
+        good &= len(asked) >= 1 and len(answers) == len(asked) and len(pairs) >= 2
+        good &= all(pairs.get(k) == v and a == v for (k, v), a in zip(asked, answers))
+    check(good, f"kvrecall answers are the asked keys' needle values, weighted alone ({n})")
+
 print("all checks passed" if not failures else f"{len(failures)} check(s) FAILED")
 sys.exit(1 if failures else 0)
