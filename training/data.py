@@ -175,7 +175,15 @@ class EpisodeMaker:
             tail.append((self.answer_tokens(vals[i]) + self.enc(".")[1:], True))
         return self.assemble(rng, seq_len, needles, list(rng.random(n)), tail, text_weight)[:2]
 
-    def kvrecall(self, rng, seq_len, text_weight):
+    def one_token_keys(self):
+        """The keys that are one token after "for " (1,204 of the training keys): with them a
+        key sits at a fixed offset from its value, the simplest binding to learn first."""
+        if not hasattr(self, "_one_token_keys"):
+            base = len(self.enc("for"))
+            self._one_token_keys = [k for k in self.keys if len(self.enc("for " + k)) - base == 1]
+        return self._one_token_keys
+
+    def kvrecall(self, rng, seq_len, text_weight, one_token=False):
         """Associative recall without a haystack: 2-16 needles back to back, then 1-8 of their
         keys asked (short or RULER-long question, at random), each answer checked. Every
         question is a choice among all the needles, decided only by the key: the skill multi-key
@@ -184,7 +192,8 @@ class EpisodeMaker:
         the length."""
         fit = max(2, min(16, (seq_len - 60) // 18))  # ~18 tokens per needle, room for >= 1 long question
         n = int(rng.integers(2, fit + 1))
-        keys = [self.keys[k] for k in rng.choice(len(self.keys), size=n, replace=False)]
+        pool = self.one_token_keys() if one_token else self.keys
+        keys = [pool[k] for k in rng.choice(len(pool), size=n, replace=False)]
         vals = [self.number(rng) for _ in keys]
         needles = [self.enc(NEEDLE.format(key=k, value=v)) for k, v in zip(keys, vals)]
         while n > 2 and 1 + sum(len(t) for t in needles) + 30 > seq_len + 1:  # room for one short question
@@ -296,6 +305,8 @@ class EpisodeMaker:
             return self.multiquery(rng, seq_len, text_weight, n=int(rng.integers(1, fit + 1)))
         if kind == "kvrecall":
             return self.kvrecall(rng, seq_len, text_weight)
+        if kind == "kvrecall1":  # one-token keys
+            return self.kvrecall(rng, seq_len, text_weight, one_token=True)
         if kind == "multivalue":  # question ~30 tokens, ~25 per needle and ~8 per answer
             fit = max(2, min(4, (seq_len - 40) // 33))
             return self.multivalue(rng, seq_len, text_weight, n=int(rng.integers(2, fit + 1)))

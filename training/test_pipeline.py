@@ -190,6 +190,10 @@ for n in (192, 384, 1024):
         good &= len(asked) >= 1 and len(answers) == len(asked) and len(pairs) >= 2
         good &= all(pairs.get(k) == v and a == v for (k, v), a in zip(asked, answers))
     check(good, f"kvrecall answers are the asked keys' needle values, weighted alone ({n})")
+ids, w = maker.kvrecall(rng, 384, 0.0, one_token=True)
+keys = re.findall(r"magic numbers for (\S+) is:", sp.decode([int(t) for t in ids]))
+check(len(keys) >= 2 and all(len(maker.enc("for " + k)) - len(maker.enc("for")) == 1 for k in keys),
+      "kvrecall with one_token=True uses only keys that are one token")
 
 print("all checks passed" if not failures else f"{len(failures)} check(s) FAILED")
 sys.exit(1 if failures else 0)
