@@ -75,7 +75,9 @@ TEST(DType, SizesMatchGgml) {
 TEST(Cpu, SelectedIsaNeverExceedsTheCpu) {
   EXPECT_LE(int(selected_isa()), int(best_isa()));
   const CpuFeatures f = detect_cpu();
-  if (best_isa() >= Isa::Avx2) EXPECT_TRUE(f.avx2 && f.fma && f.f16c);
+  if (best_isa() >= Isa::Avx2) {
+    EXPECT_TRUE(f.avx2 && f.fma && f.f16c);
+  }
 }
 
 }  // namespace
