@@ -203,6 +203,20 @@ __attribute__((target("avx2"))) float sum_rows(const uint16_t* base, const std::
   return static_cast<float>(_mm256_extract_epi16(acc, 0));
 }
 
+// cand[qi][h]: the sorted positions head h drew in step qi (one attend() per query, recorded).
+using Candidates = std::vector<std::vector<std::vector<uint32_t>>>;
+Candidates drawn_candidates(MagicPigAttention& pig, const KvView& kv, const Context& c) {
+  Candidates cand(kQueries, std::vector<std::vector<uint32_t>>(kHeads));
+  std::vector<float> out(kHeads * kDim);
+  pig.record_candidates(true);
+  for (int qi = 0; qi < kQueries; ++qi) {
+    pig.attend(0, kv, c.queries.data() + static_cast<size_t>(qi) * kHeads * kDim, out.data(), kThreads);
+    for (int h = 0; h < kHeads; ++h) cand[qi][h] = pig.candidates(h);
+  }
+  pig.record_candidates(false);
+  return cand;
+}
+
 void BM_MagicPigGatherFloor(benchmark::State& state) {
   const int64_t n = state.range(0);
   const int k = static_cast<int>(state.range(1)), l = static_cast<int>(state.range(2));
@@ -210,22 +224,19 @@ void BM_MagicPigGatherFloor(benchmark::State& state) {
   const KvView kv = c.cache->view(0);
   MagicPigAttention& pig = built_pig(n, k, l, kv);
   const int G = kHeads / kKvHeads;
+  const Candidates cand = drawn_candidates(pig, kv, c);
   // unions[qi][kvh]: sorted positions of the rows step qi gathers for KV head kvh.
   std::vector<std::vector<std::vector<uint32_t>>> unions(kQueries, std::vector<std::vector<uint32_t>>(kKvHeads));
-  std::vector<float> out(kHeads * kDim);
   double rows = 0;
-  pig.record_candidates(true);
   for (int qi = 0; qi < kQueries; ++qi) {
-    pig.attend(0, kv, c.queries.data() + static_cast<size_t>(qi) * kHeads * kDim, out.data(), kThreads);
     for (int kvh = 0; kvh < kKvHeads; ++kvh) {
       auto& u = unions[qi][kvh];
-      for (int g = 0; g < G; ++g) u.insert(u.end(), pig.candidates(kvh * G + g).begin(), pig.candidates(kvh * G + g).end());
+      for (int g = 0; g < G; ++g) u.insert(u.end(), cand[qi][kvh * G + g].begin(), cand[qi][kvh * G + g].end());
       std::sort(u.begin(), u.end());
       u.erase(std::unique(u.begin(), u.end()), u.end());
       rows += static_cast<double>(u.size());
     }
   }
-  pig.record_candidates(false);
   int qi = 0;
   for (auto _ : state) {
     const auto& uq = unions[qi++ % kQueries];
@@ -248,18 +259,10 @@ void BM_MagicPigWalks(benchmark::State& state) {
   const Context& c = context(n);
   const KvView kv = c.cache->view(0);
   MagicPigAttention& pig = built_pig(n, k, l, kv);
-  std::vector<std::vector<std::vector<uint32_t>>> cand(kQueries, std::vector<std::vector<uint32_t>>(kHeads));
-  std::vector<float> out(kHeads * kDim);
+  const Candidates cand = drawn_candidates(pig, kv, c);
   double rows = 0;
-  pig.record_candidates(true);
-  for (int qi = 0; qi < kQueries; ++qi) {
-    pig.attend(0, kv, c.queries.data() + static_cast<size_t>(qi) * kHeads * kDim, out.data(), kThreads);
-    for (int h = 0; h < kHeads; ++h) {
-      cand[qi][h] = pig.candidates(h);
-      rows += static_cast<double>(cand[qi][h].size());
-    }
-  }
-  pig.record_candidates(false);
+  for (const auto& step : cand)
+    for (const auto& head : step) rows += static_cast<double>(head.size());
   const int G = kHeads / kKvHeads;
   const Isa isa = best_isa();
   std::vector<std::vector<float>> s(kThreads, std::vector<float>(static_cast<size_t>(n)));
