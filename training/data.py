@@ -200,10 +200,8 @@ class EpisodeMaker:
             n -= 1; needles.pop()
         turns = []
         for i in rng.permutation(n)[:int(rng.integers(1, 9))]:
-            if rng.random() < 0.5:
-                turns.append((self.enc(QUERY_SHORT.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:]))
-            else:
-                turns.append((self.enc(QUESTION.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:]))
+            question = QUERY_SHORT if rng.random() < 0.5 else QUESTION
+            turns.append((self.enc(question.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:]))
         body, w = [], []
         for t in needles:
             body += t; w += [text_weight] * len(t)

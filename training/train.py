@@ -227,23 +227,21 @@ def main():
             log.writerow(row); logf.flush(); acc = []
             print(" ".join(str(v) for v in row), flush=True)
         if step % args.eval_every == 0 or stage_at(cur["stages"], step) is None or stage_at(cur["stages"], step)[0] != si:
-            te = time.time()
-            try:
-                a = needle_accuracy(model, held_maker, seed, st["seq_len"], args.eval_n)
-            except ValueError:  # a single-needle episode does not fit this short sequence
-                a = float("nan")
-            open(eval_path, "a").write(f"{step},{tokens},{st['seq_len']},{a:.4f},{args.eval_n}\n")
-            print(f"eval step {step}: held-out single-needle accuracy at {st['seq_len']}: {a:.3f} ({time.time()-te:.0f}s)", flush=True)
-            nd = st.get("eval_distractors", 0)
-            if nd:  # the asked needle among nd others: needs the key, not just "a needle"
+            def held_out(nd):  # accuracy, seconds; nan when the episode does not fit this short sequence
                 te = time.time()
                 try:
-                    a = needle_accuracy(model, held_maker, seed, st["seq_len"], args.eval_n, n_distractors=nd)
+                    return needle_accuracy(model, held_maker, seed, st["seq_len"], args.eval_n, n_distractors=nd), time.time() - te
                 except ValueError:
-                    a = float("nan")
+                    return float("nan"), time.time() - te
+            a, dt = held_out(0)
+            open(eval_path, "a").write(f"{step},{tokens},{st['seq_len']},{a:.4f},{args.eval_n}\n")
+            print(f"eval step {step}: held-out single-needle accuracy at {st['seq_len']}: {a:.3f} ({dt:.0f}s)", flush=True)
+            nd = st.get("eval_distractors", 0)
+            if nd:  # the asked needle among nd others: needs the key, not just "a needle"
+                a, dt = held_out(nd)
                 open(mk_path, "a").write(f"{step},{tokens},{st['seq_len']},{nd},{a:.4f},{args.eval_n}\n")
                 print(f"eval step {step}: held-out multi-key accuracy ({nd} distractors) at {st['seq_len']}: {a:.3f} "
-                      f"({time.time()-te:.0f}s)", flush=True)
+                      f"({dt:.0f}s)", flush=True)
         stop = (args.max_minutes and time.time() - t_session > args.max_minutes * 60) or \
                (args.stop_at_step and step >= args.stop_at_step) or bool(interrupted)
         stage_end = stage_at(cur["stages"], step) is None or stage_at(cur["stages"], step)[0] != si
