@@ -51,9 +51,11 @@ for c in austen kjv sotu mobydick jargon; do
         continue
     fi
     head -c 7000 "$split" > "$out/$c.heldout7000.txt"
-    line=$("$bin" eval perplexity -m "$gguf" -f "$out/$c.heldout7000.txt" -c 2048 --n-eval 1024 --attn dense 2>&1 |
-           grep '^| dense' | tail -1)
-    echo "$c: $line" | tee -a "$out/perplexity.txt"
+    if ! "$bin" eval perplexity -m "$gguf" -f "$out/$c.heldout7000.txt" -c 2048 --n-eval 1024 --attn dense \
+            > "$out/$c.perplexity.log" 2>&1; then
+        echo "error: perplexity on $c failed; its output:" >&2; tail -5 "$out/$c.perplexity.log" >&2; exit 1
+    fi
+    echo "$c: $(grep '^| dense' "$out/$c.perplexity.log" | tail -1)" | tee -a "$out/perplexity.txt"
 done
 
 echo "== examples, greedy"
