@@ -12,10 +12,11 @@ loaded) and holds the rate constant after 20 warm-up steps. Results: training/RE
 "Experiments, eleventh session".
 """
 import argparse, os, sys, time
-import numpy as np, sentencepiece as spm, torch, torch.nn.functional as F
+import numpy as np, sentencepiece as spm, torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common, data
 from model import Config, Llama
+from train import weighted_loss
 
 
 def recall_rates(model, maker, seq_len, one_token, n=64):
@@ -66,8 +67,7 @@ def main():
         x, w = torch.tensor(xs), torch.tensor(ws)[:, 1:]
         for g in opt.param_groups:
             g["lr"] = a.lr * min(1.0, (step + 1) / 20)
-        nll = F.cross_entropy(model(x[:, :-1]).flatten(0, 1), x[:, 1:].flatten(), reduction="none").view(w.shape)
-        loss = (nll * w).sum() / w.sum()
+        loss = weighted_loss(model(x[:, :-1]), x[:, 1:], w, 1.0, 0.0)[0]  # answers only, as kvrecall's weights say
         opt.zero_grad(); loss.backward(); torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0); opt.step()
         step += 1
         if step % 100 == 0:
