@@ -2,6 +2,7 @@
 #include "eval/ruler_runner.h"
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -153,6 +154,12 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
         base.prefill(s.prompt_tokens);
         ++st.prefills;
         const std::string hash = prompt_hash(s);
+        // Where each needle sits (reading order): the fraction of the haystack's bytes before
+        // it, so accuracy can be read per depth (the asked needle of a single task is the only one).
+        std::vector<double> depths;
+        const double hay_bytes = double(s.haystack_end - s.haystack_begin);
+        for (const Needle& nd : s.needles)
+          depths.push_back(hay_bytes > 0 ? std::round(1e4 * double(nd.offset - s.haystack_begin) / hay_bytes) / 1e4 : 0.0);
         std::vector<std::string> refs_flat;
         for (const auto& r : s.references) refs_flat.insert(refs_flat.end(), r.begin(), r.end());
         for (const PolicySpec* p : todo) {
@@ -167,6 +174,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
                                 {"prompt_hash", hash},
                                 {"prompt_tokens", s.prompt_tokens.size()},
                                 {"haystack_units", s.haystack_units},
+                                {"needle_depths", depths},
                                 {"references", refs_flat},
                                 {"score", score_turns(d.turns, s.references)},
                                 {"cost", d.cost},

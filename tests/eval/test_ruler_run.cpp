@@ -63,6 +63,20 @@ TEST_F(RunFixture, WritesRecordsAndSummaryThenResumesWithoutWork) {
     EXPECT_LE(r["score"].get<double>(), 100.0);
     EXPECT_LE(r["prompt_tokens"].get<int64_t>(), 640);
     EXPECT_EQ(r["prompt_hash"].get<std::string>().size(), 16u);
+    const auto depths = r["needle_depths"].get<std::vector<double>>();
+    for (size_t k = 0; k < depths.size(); ++k) {
+      EXPECT_GE(depths[k], 0.0);
+      EXPECT_LE(depths[k], 1.0);
+      if (k) {
+        EXPECT_GE(depths[k], depths[k - 1]) << "needles in reading order";
+      }
+    }
+    if (r["task"] == "niah_single_1") {
+      EXPECT_EQ(depths.size(), 1u);
+    }
+    if (r["task"] == "niah_multiquery") {
+      EXPECT_EQ(depths.size(), 4u);
+    }
     if (r["policy"] == "dense") {
       EXPECT_DOUBLE_EQ(r["cost"].get<double>(), 1.0);
       dense[r["task"].get<std::string>() + std::to_string(r["sample"].get<int>())] = r;
