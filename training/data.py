@@ -55,6 +55,9 @@ def keyword_vocab():
     return d["train"], d["heldout"]
 
 
+FAR_DEPTH = 0.3  # single_far / single_noise_far: needle depth uniform in [0, FAR_DEPTH)
+
+
 class EpisodeMaker:
     def __init__(self, sp, part="train", keys=None):
         """part: which text split the haystacks come from; keys: needle key words
@@ -201,11 +204,14 @@ class EpisodeMaker:
         turns = []
         for i in rng.permutation(n)[:int(rng.integers(1, 9))]:
             question = QUERY_SHORT if rng.random() < 0.5 else QUESTION
-            turns.append((self.enc(question.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:]))
+            turns.append((self.enc(question.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:],
+                          self.enc(QUERY_SHORT.format(key=keys[i]))))
         body, w = [], []
         for t in needles:
             body += t; w += [text_weight] * len(t)
-        for q, a in turns:
+        for j, (q, a, q_short) in enumerate(turns):
+            if j == 0 and 1 + len(body) + len(q) + len(a) > seq_len + 1:
+                q = q_short  # the room left is sized for a short question: never an episode without one
             if 1 + len(body) + len(q) + len(a) > seq_len + 1:
                 break
             body += q + a; w += [text_weight] * len(q) + [1.0] * len(a)
@@ -296,6 +302,13 @@ class EpisodeMaker:
             return self.single(rng, seq_len, text_weight, n_distractors=3)[:2]
         if kind == "single_noise":  # RULER niah_single_1's haystack
             return self.single(rng, seq_len, text_weight, noise=True)[:2]
+        if kind in ("single_far", "single_noise_far"):
+            # the needle in the first FAR_DEPTH of the haystack: at 4,096 tokens the shipped model
+            # misses needles more than ~2,700 tokens before the question (RULER per depth,
+            # training/README.md "twelfth session"), which uniform depths at random lengths
+            # rarely train (~5% of single episodes at 1,536-4,096)
+            return self.single(rng, seq_len, text_weight, depth=float(rng.uniform(0.0, FAR_DEPTH)),
+                               noise=kind == "single_noise_far")[:2]
         if kind == "single_uuid":
             return self.single(rng, seq_len, text_weight, uuid=True)[:2]
         if kind == "multiquery":
