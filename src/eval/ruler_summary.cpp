@@ -1,4 +1,6 @@
 // summary.md: mean score per task x length x policy from predictions.jsonl.
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <filesystem>
 #include <map>
@@ -33,6 +35,8 @@ std::string summarize(const RunOptions& opt) {
 
   std::map<std::pair<std::string, int64_t>, std::vector<Mean>> cell;
   std::vector<Mean> cost(P);
+  // Tasks with one needle, by tenth of its depth: where in the context retrieval fails.
+  std::map<std::pair<int64_t, size_t>, std::array<Mean, 10>> by_depth;
   for (const nlohmann::json& r : detail::load_records(jsonl)) {
     const std::string task = r.at("task"), policy = r.at("policy");
     const int64_t L = r.at("length");
@@ -42,6 +46,11 @@ std::string summarize(const RunOptions& opt) {
     row.resize(P);
     row[column[policy]].add(r.at("score").get<double>());
     cost[column[policy]].add(r.at("cost").get<double>());
+    if (r.contains("needle_depths") && r["needle_depths"].size() == 1) {  // older records have none
+      const double d = r["needle_depths"][0].get<double>();
+      const int tenth = std::clamp(int(d * 10.0), 0, 9);
+      by_depth[{L, column[policy]}][size_t(tenth)].add(r.at("score").get<double>());
+    }
   }
 
   std::string md = "# RULER\n\nmodel: `" + opt.model_path + "`, seed " + std::to_string(opt.seed) + ", " +
@@ -84,6 +93,26 @@ std::string summarize(const RunOptions& opt) {
   row("**average**", avg, "%.1f");
   row("mean cost (keys read)", cost, "%.4f");
   md += "\nCost: fraction of prompt keys a sparse layer-head-step read (1 for dense).\n";
+  if (!by_depth.empty()) {
+    md += "\n## By needle depth (tasks with one needle)\n\nMean score (records) per tenth of the haystack "
+          "before the needle: 0-10% is the needle farthest from the question.\n\n| length | policy |";
+    for (int t = 0; t < 10; ++t)
+      md.append(" ").append(std::to_string(10 * t)).append("-").append(std::to_string(10 * t + 10)).append("% |");
+    md += "\n|---:|---|";
+    for (int t = 0; t < 10; ++t) md += "---:|";
+    md += "\n";
+    for (const auto& [key, tenths] : by_depth) {
+      md.append("| ").append(std::to_string(key.first)).append(" | ").append(opt.policies[key.second].label).append(" |");
+      for (const Mean& m : tenths) {
+        if (m.n == 0) {
+          md += " - |";
+          continue;
+        }
+        md.append(" ").append(fmt("%.0f", m.value())).append(" (").append(std::to_string(m.n)).append(") |");
+      }
+      md += "\n";
+    }
+  }
   return md;
 }
 

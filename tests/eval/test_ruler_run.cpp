@@ -101,6 +101,18 @@ TEST_F(RunFixture, WritesRecordsAndSummaryThenResumesWithoutWork) {
   EXPECT_NE(md.find("| niah_multiquery | 640 |"), std::string::npos) << md;
   EXPECT_NE(md.find("magicpig:K=4:L=20"), std::string::npos);
   EXPECT_NE(md.find("**average**"), std::string::npos);
+  // The depth table: one row per (length, policy), its counts adding up to the one-needle
+  // samples (niah_single_1's two; multiquery has four needles, vt five: not in it).
+  const size_t at = md.find("## By needle depth");
+  ASSERT_NE(at, std::string::npos) << md;
+  for (const PolicySpec& p : opt.policies) {
+    const size_t row = md.find("| 640 | " + p.label + " |", at);
+    ASSERT_NE(row, std::string::npos) << p.label << "\n" << md;
+    const std::string line = md.substr(row, md.find('\n', row) - row);
+    int counted = 0;
+    for (size_t q = line.find('('); q != std::string::npos; q = line.find('(', q + 1)) counted += std::stoi(line.substr(q + 1));
+    EXPECT_EQ(counted, opt.samples) << line;
+  }
 
   const std::string before = slurp(jsonl());
   const RunStats b = run_ruler(*model, test::ruler_resources(), opt);
