@@ -21,7 +21,9 @@ struct Draft {
 // choice that must not move when n changes (keys, values, depths) is drawn up front.
 using Builder = std::function<Draft(int64_t n)>;
 
-Builder make_niah_builder(const std::string& task, uint64_t seed, const Resources& res);
+// asked_depth >= 0 puts the first needle of the asked key there instead of at its seeded depth
+// (a depth grid); every other random choice stays the seed's.
+Builder make_niah_builder(const std::string& task, uint64_t seed, const Resources& res, double asked_depth = -1);
 Builder make_vt_builder(uint64_t seed);
 Builder make_cwe_builder(uint64_t seed, int freq_cw, int freq_ucw, const Resources& res);
 Builder make_fwe_builder(uint64_t seed);

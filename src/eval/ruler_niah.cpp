@@ -116,7 +116,7 @@ std::string value_of(Rng& rng, bool uuid) { return uuid ? random_uuid(rng) : ran
 
 }  // namespace
 
-Builder make_niah_builder(const std::string& task, uint64_t seed, const Resources& res) {
+Builder make_niah_builder(const std::string& task, uint64_t seed, const Resources& res, double asked_depth) {
   const NiahConfig c = niah_config(task);
   Rng rng(seed);
   const std::vector<std::string>& held = res.words.heldout;
@@ -133,6 +133,7 @@ Builder make_niah_builder(const std::string& task, uint64_t seed, const Resource
       values[i].push_back(value_of(rng, c.uuid_values));
       needles.push_back({fill(kNeedle, {{"type", vtype}, {"key", keys[i]}, {"value", values[i].back()}}), rng.uniform()});
     }
+  if (asked_depth >= 0) needles[0].depth = asked_depth;  // keys[0] is the asked key
   std::vector<size_t> order(keys.size());  // question order of multiquery
   for (size_t i = 0; i < order.size(); ++i) order[i] = i;
   for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[uniform_index(rng, i)]);

@@ -115,6 +115,7 @@ nlohmann::json run_config_json(const RunOptions& opt, const Resources& res) {
                           {"max_new_cap", opt.max_new_cap},
                           {"words_crc32", res.words_crc},
                           {"haystack_crc32", res.haystack_crc}};
+  if (opt.depth_grid) fixed["depth_grid"] = opt.depth_grid;  // absent when 0: older run folders still resume
   nlohmann::json policies = nlohmann::json::object();
   for (const PolicySpec& p : opt.policies) policies[p.label] = policy_json(p.config);
   return {{"fixed", fixed}, {"policies", policies}};
@@ -137,6 +138,9 @@ void check_or_write_config(const std::string& dir, const nlohmann::json& cfg) {
             "--out " + dir + " holds results of another run: " + k + " was " +
                 (old["fixed"].contains(k) ? old["fixed"][k].dump() : std::string("absent")) + ", now " + v.dump() +
                 "; use another --out directory (or the same options)");
+    for (const auto& [k, v] : old["fixed"].items())  // a setting the old run had and this one lacks
+      check(cfg["fixed"].contains(k), "--out " + dir + " holds results of another run: " + k + " was " + v.dump() +
+                                          ", now absent; use another --out directory (or the same options)");
     merged["policies"] = old["policies"];
     for (const auto& [label, v] : cfg["policies"].items()) {
       if (old["policies"].contains(label))

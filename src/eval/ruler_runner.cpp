@@ -115,7 +115,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
   validate(model, opt);
   // A length too short for a task fails here, before hours of work on the other tasks.
   for (const std::string& task : opt.tasks)
-    for (int64_t L : opt.lengths) generate_sample(task, L, 0, opt.seed, model.tokenizer, res, opt.max_new_cap);
+    for (int64_t L : opt.lengths) generate_sample(task, L, 0, opt.seed, model.tokenizer, res, opt.max_new_cap, opt.depth_grid);
   std::filesystem::create_directories(opt.out_dir);
   detail::check_or_write_config(opt.out_dir, detail::run_config_json(opt, res));
   const std::string jsonl = (std::filesystem::path(opt.out_dir) / "predictions.jsonl").string();
@@ -144,7 +144,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
         for (const PolicySpec& p : opt.policies)
           if (!done.count(detail::record_key(task, L, i, p.label))) todo.push_back(&p);
         if (todo.empty()) continue;
-        const Sample s = generate_sample(task, L, i, opt.seed, model.tokenizer, res, opt.max_new_cap);
+        const Sample s = generate_sample(task, L, i, opt.seed, model.tokenizer, res, opt.max_new_cap, opt.depth_grid);
         SequenceOptions so;
         so.n_ctx = L;
         so.kv_type = opt.kv_type;
@@ -154,12 +154,18 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
         base.prefill(s.prompt_tokens);
         ++st.prefills;
         const std::string hash = prompt_hash(s);
-        // Where each needle sits (reading order): the fraction of the haystack's bytes before
-        // it, so accuracy can be read per depth (the asked needle of a single task is the only one).
+        // Where each needle sits (reading order): the fraction of the haystack's own bytes (the
+        // needles' not counted) before it, so accuracy can be read per depth, 0 to 1.
         std::vector<double> depths;
-        const double hay_bytes = double(s.haystack_end - s.haystack_begin);
-        for (const Needle& nd : s.needles)
-          depths.push_back(hay_bytes > 0 ? std::round(1e4 * double(nd.offset - s.haystack_begin) / hay_bytes) / 1e4 : 0.0);
+        size_t needle_bytes = 0;
+        for (const Needle& nd : s.needles) needle_bytes += nd.text.size();
+        const double hay_bytes = double(s.haystack_end - s.haystack_begin - needle_bytes);
+        size_t before = 0;  // needle bytes ahead of this needle
+        for (const Needle& nd : s.needles) {
+          const double at = double(nd.offset - s.haystack_begin - before);
+          depths.push_back(hay_bytes > 0 ? std::round(1e4 * at / hay_bytes) / 1e4 : 0.0);
+          before += nd.text.size();
+        }
         std::vector<std::string> refs_flat;
         for (const auto& r : s.references) refs_flat.insert(refs_flat.end(), r.begin(), r.end());
         for (const PolicySpec* p : todo) {

@@ -35,6 +35,7 @@ struct RunOptions {
   DType kv_type = DType::BF16;
   int64_t n_ctx = 0;                // 0: the model's training context; every length must fit
   int max_new_cap = 0;              // > 0: at most this many answer tokens per turn
+  int depth_grid = 0;               // >= 2: asked needle of sample i at depth (i mod N)/(N-1)
   std::string out_dir;
 };
 

@@ -75,8 +75,9 @@ std::vector<int32_t> encode_continuation(const Tokenizer& tok, const std::string
 
 namespace {
 
-detail::Builder make_builder(const std::string& task, uint64_t seed, int64_t length, const Resources& res) {
-  if (task.rfind("niah_", 0) == 0) return detail::make_niah_builder(task, seed, res);
+detail::Builder make_builder(const std::string& task, uint64_t seed, int64_t length, const Resources& res,
+                             double asked_depth) {
+  if (task.rfind("niah_", 0) == 0) return detail::make_niah_builder(task, seed, res, asked_depth);
   if (task == "vt") return detail::make_vt_builder(seed);
   if (task == "fwe") return detail::make_fwe_builder(seed);
   task_spec(task);  // throws for unknown names
@@ -116,8 +117,11 @@ Fitted measure(const detail::Builder& build, int64_t n, const Tokenizer& tok, in
 }  // namespace
 
 Sample generate_sample(const std::string& task, int64_t length, int index, uint64_t run_seed,
-                       const Tokenizer& tok, const Resources& res, int max_new_cap) {
+                       const Tokenizer& tok, const Resources& res, int max_new_cap, int depth_grid) {
   const TaskSpec& spec = task_spec(task);
+  check(depth_grid == 0 || (depth_grid >= 2 && depth_grid <= 1000),
+        "RULER depth grid must be 0 (seeded depths) or 2..1000, got " + std::to_string(depth_grid));
+  const double asked_depth = depth_grid ? double(index % depth_grid) / double(depth_grid - 1) : -1.0;
   check(length >= 1, "RULER length must be positive, got " + std::to_string(length));
   const int max_new = max_new_cap > 0 ? std::min(max_new_cap, spec.max_new) : spec.max_new;
   const uint64_t seed = sample_seed(run_seed, task, length, index);
@@ -132,7 +136,7 @@ Sample generate_sample(const std::string& task, int64_t length, int index, uint6
       if (cw == 2 || measure(build, 0, tok, max_new).total <= length / 2) break;
     }
   } else {
-    build = make_builder(task, seed, length, res);
+    build = make_builder(task, seed, length, res, asked_depth);
   }
 
   // Largest haystack size n whose prompt fits: a guess from the tokens per unit, a bracket

@@ -70,9 +70,11 @@ struct Sample {
 uint64_t sample_seed(uint64_t run_seed, const std::string& task, int64_t length, int index);
 
 // Builds the sample whose haystack is as large as fits `length` tokens. max_new_cap > 0 caps
-// the task's answer tokens. Throws when even an empty haystack does not fit.
+// the task's answer tokens. depth_grid N >= 2 puts the asked needle of sample i (niah tasks) at
+// depth (i mod N) / (N - 1), 0% to 100% (the needle-in-a-haystack sweep); 0 keeps the seeded
+// uniform depth. Throws when even an empty haystack does not fit.
 Sample generate_sample(const std::string& task, int64_t length, int index, uint64_t run_seed,
-                       const Tokenizer& tok, const Resources& res, int max_new_cap = 0);
+                       const Tokenizer& tok, const Resources& res, int max_new_cap = 0, int depth_grid = 0);
 
 // Tokens of text as it continues a previous text (SentencePiece adds its own leading "▁";
 // byte-level BPE needs the space spelled out).

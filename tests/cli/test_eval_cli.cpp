@@ -85,6 +85,9 @@ TEST_F(EvalCli, UnknownSuite) { expect_error("eval bogus", "unknown eval suite '
 TEST_F(EvalCli, RulerUnknownTask) {
   expect_error("eval ruler -m " + model() + " --tasks nope --out " + dir->file("r2"), "nope");
 }
+TEST_F(EvalCli, RulerDepthGridOutOfRange) {
+  expect_error("eval ruler -m " + model() + " --depths 1 --out " + dir->file("r4"), "--depths");
+}
 TEST_F(EvalCli, RulerLengthBeyondContext) {
   expect_error("eval ruler -m " + model() + " --lengths 4096 --out " + dir->file("r3"), "-c");
 }

@@ -110,6 +110,25 @@ TEST(RulerGenerator, NeedlesSitAtTheirDepthAndAnswerTheQuestion) {
     }
 }
 
+TEST(RulerGenerator, DepthGridPutsTheAskedNeedleFromStartToEnd) {
+  const Tokenizer& tok = *tokenizers().back();
+  for (const std::string task : {"niah_single_1", "niah_single_2", "niah_multikey_1"})
+    for (int i = 0; i < 12; ++i) {
+      const Sample s = generate_sample(task, 1500, i, 9, tok, test::ruler_resources(), 0, 4);
+      const double want = double(i % 4) / 3.0;  // 0, 1/3, 2/3, 1
+      const std::string asked = s.references[0][0];
+      const auto n = std::find_if(s.needles.begin(), s.needles.end(),
+                                  [&](const Needle& x) { return x.text.find(asked) != std::string::npos; });
+      ASSERT_NE(n, s.needles.end()) << task;
+      EXPECT_DOUBLE_EQ(n->depth, want) << task << " sample " << i;
+      const double at = double(n->offset - s.haystack_begin) / double(s.haystack_end - s.haystack_begin);
+      EXPECT_NEAR(at, want, 0.1) << task << " sample " << i;
+      // everything else is the seed's: the same keys and values as without the grid
+      EXPECT_EQ(s.references, generate_sample(task, 1500, i, 9, tok, test::ruler_resources()).references);
+    }
+  EXPECT_THROW(generate_sample("niah_single_1", 1500, 0, 9, tok, test::ruler_resources(), 0, 1), Error);
+}
+
 TEST(RulerGenerator, VariableChainResolvesToTheReferences) {
   const Tokenizer& tok = *tokenizers().back();
   for (int i = 0; i < 4; ++i) {

@@ -190,6 +190,30 @@ TEST_F(RunFixture, RefusesAnotherRunsDirectory) {
   EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
 }
 
+TEST_F(RunFixture, DepthGridIsPartOfTheRun) {
+  // A depth grid changes the prompts: its records must not be reused by a run without one
+  // (or with another grid), and the other way round.
+  opt.tasks = {"niah_single_1"};
+  opt.samples = 2;
+  opt.policies = parse_policy_list("dense", attn::Config{});
+  opt.depth_grid = 2;
+  run_ruler(*model, test::ruler_resources(), opt);
+  const auto recs = lines(jsonl());
+  ASSERT_EQ(recs.size(), 2u);
+  EXPECT_LT(recs[0]["needle_depths"][0].get<double>(), 0.1);  // sample 0 at 0%
+  EXPECT_GT(recs[1]["needle_depths"][0].get<double>(), 0.9);  // sample 1 at 100%
+  RunOptions other = opt;
+  other.depth_grid = 0;
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+  other.depth_grid = 3;
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+  opt.out_dir += "_b";  // and a grid run refuses a folder of seeded depths
+  other = opt;
+  other.depth_grid = 0;
+  run_ruler(*model, test::ruler_resources(), other);
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), opt), Error);
+}
+
 TEST_F(RunFixture, BadInputIsAnError) {
   auto message = [&](const RunOptions& o) -> std::string {
     try {

@@ -16,7 +16,7 @@ int cmd_eval_ruler(int argc, char** argv) {
   attn::Config base;
   std::string attn_list = "dense,magicpig,quest,topk,streaming,oracle-sampling";
   std::string task_list = "all", lengths_list = "1024,2048", out_dir, haystack;
-  int samples = 10, max_new = 0;
+  int samples = 10, max_new = 0, depth_grid = 0;
   uint64_t seed = 42;
   bool quiet = false;
   Args a("eval ruler", "RULER-style long-context tasks: accuracy of each decode attention policy on the same prompts.");
@@ -39,6 +39,9 @@ int cmd_eval_ruler(int argc, char** argv) {
           [&](const std::string& v) { haystack = v; });
   a.value({"--max-new"}, "N", "cap on answer tokens per turn (default: each task's own)",
           [&](const std::string& v) { max_new = int(parse_int("--max-new", v, 1, 4096)); });
+  a.value({"--depths"}, "N", "needle tasks: the asked needle of sample i at depth (i mod N)/(N-1), 0% to 100% "
+          "(default: a seeded uniform depth per sample)",
+          [&](const std::string& v) { depth_grid = int(parse_int("--depths", v, 2, 1000)); });
   a.flag({"-q", "--quiet"}, "do not print the summary on stdout", quiet);
   add_attention_options(a, base, /*with_name=*/false);
   if (!a.parse(argc, argv, 2)) return 0;
@@ -55,6 +58,7 @@ int cmd_eval_ruler(int argc, char** argv) {
   opt.kv_type = mo.kv_type;
   opt.n_ctx = mo.n_ctx;
   opt.max_new_cap = max_new;
+  opt.depth_grid = depth_grid;
   opt.out_dir = out_dir;
   opt.model_path = resolve_model_path(mo.model);
 
