@@ -3,6 +3,8 @@
 #   1. RULER with exact attention: niah_single_1 (noise haystack), niah_single_2 (natural text),
 #      niah_multikey_1 (3 distractors) at 1024 / 2048 / 4096 tokens, $SAMPLES per cell;
 #   2. the same prompts with MagicPIG (10,150), $MP_SAMPLES per cell (0 skips it);
+#   2b. the single-needle tasks with the needle at 10 depths from 0% to 100% (--depths 10,
+#      $SAMPLES per cell: issue 4's form of the target), with the by-depth table;
 #   3. perplexity on each corpus's held-out split (first 7,000 characters, last 1,024 tokens of
 #      a 2,048-token window scored) — needs scripts/fetch_corpora.sh;
 #   4. the examples/ prompts, greedy, dense and magicpig.
@@ -11,8 +13,8 @@
 #
 # Env: SAMPLES (50), MP_SAMPLES (20), LENGTHS (1024,2048,4096), BIN (build/bin/magicpig),
 # MAGICPIG_CACHE ($HOME/.cache/magicpig). Writes OUT/ruler_dense, OUT/ruler_magicpig (each with
-# summary.md and predictions.jsonl), OUT/perplexity.txt, OUT/examples.txt. About 10 minutes on
-# the 2-core development machine.
+# summary.md and predictions.jsonl), OUT/ruler_depths, OUT/perplexity.txt, OUT/examples.txt.
+# About 13 minutes on the 2-core development machine.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 gguf="${1:-models/default.gguf}"
@@ -41,6 +43,12 @@ if [[ "$mp_samples" != 0 ]]; then
         --samples "$mp_samples" --out "$out/ruler_magicpig" -q
     grep '^|' "$out/ruler_magicpig/summary.md"
 fi
+
+echo "== RULER single needle at 10 depths, dense, $samples samples per cell"
+rm -rf "$out/ruler_depths"
+"$bin" eval ruler -m "$gguf" --attn dense --tasks niah_single_1,niah_single_2 --lengths "$lengths" \
+    --samples "$samples" --depths 10 --out "$out/ruler_depths" -q
+grep '^|' "$out/ruler_depths/summary.md"
 
 echo "== perplexity, held-out text"
 : > "$out/perplexity.txt"
