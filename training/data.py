@@ -204,14 +204,13 @@ class EpisodeMaker:
         turns = []
         for i in rng.permutation(n)[:int(rng.integers(1, 9))]:
             question = QUERY_SHORT if rng.random() < 0.5 else QUESTION
-            turns.append((self.enc(question.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:],
-                          self.enc(QUERY_SHORT.format(key=keys[i]))))
+            turns.append((self.enc(question.format(key=keys[i])), self.answer_tokens(vals[i]) + self.enc(".")[1:], i))
         body, w = [], []
         for t in needles:
             body += t; w += [text_weight] * len(t)
-        for j, (q, a, q_short) in enumerate(turns):
+        for j, (q, a, i) in enumerate(turns):
             if j == 0 and 1 + len(body) + len(q) + len(a) > seq_len + 1:
-                q = q_short  # the room left is sized for a short question: never an episode without one
+                q = self.enc(QUERY_SHORT.format(key=keys[i]))  # the room left is sized for a short question
             if 1 + len(body) + len(q) + len(a) > seq_len + 1:
                 break
             body += q + a; w += [text_weight] * len(q) + [1.0] * len(a)
