@@ -133,14 +133,14 @@ void check_or_write_config(const std::string& dir, const nlohmann::json& cfg) {
       throw Error(path + " is not valid JSON (" + e.what() + "); use another --out directory");
     }
     check(old.contains("fixed") && old.contains("policies"), path + " is not a RULER run config");
-    for (const auto& [k, v] : cfg["fixed"].items())
-      check(old["fixed"].contains(k) && old["fixed"][k] == v,
-            "--out " + dir + " holds results of another run: " + k + " was " +
-                (old["fixed"].contains(k) ? old["fixed"][k].dump() : std::string("absent")) + ", now " + v.dump() +
-                "; use another --out directory (or the same options)");
-    for (const auto& [k, v] : old["fixed"].items())  // a setting the old run had and this one lacks
-      check(cfg["fixed"].contains(k), "--out " + dir + " holds results of another run: " + k + " was " + v.dump() +
-                                          ", now absent; use another --out directory (or the same options)");
+    nlohmann::json settings = old["fixed"];  // every setting either run has
+    settings.update(cfg["fixed"]);
+    for (const auto& [k, unused] : settings.items()) {
+      auto shown = [&](const nlohmann::json& f) { return f.contains(k) ? f[k].dump() : std::string("absent"); };
+      check(shown(old["fixed"]) == shown(cfg["fixed"]), "--out " + dir + " holds results of another run: " + k +
+                                                            " was " + shown(old["fixed"]) + ", now " +
+                                                            shown(cfg["fixed"]) + "; use another --out directory (or the same options)");
+    }
     merged["policies"] = old["policies"];
     for (const auto& [label, v] : cfg["policies"].items()) {
       if (old["policies"].contains(label))
