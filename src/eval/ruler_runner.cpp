@@ -154,18 +154,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
         base.prefill(s.prompt_tokens);
         ++st.prefills;
         const std::string hash = prompt_hash(s);
-        // Where each needle sits (reading order): the fraction of the haystack's own bytes (the
-        // needles' not counted) before it, so accuracy can be read per depth, 0 to 1.
-        std::vector<double> depths;
-        size_t needle_bytes = 0;
-        for (const Needle& nd : s.needles) needle_bytes += nd.text.size();
-        const double hay_bytes = double(s.haystack_end - s.haystack_begin - needle_bytes);
-        size_t before = 0;  // needle bytes ahead of this needle
-        for (const Needle& nd : s.needles) {
-          const double at = double(nd.offset - s.haystack_begin - before);
-          depths.push_back(hay_bytes > 0 ? std::round(1e4 * at / hay_bytes) / 1e4 : 0.0);
-          before += nd.text.size();
-        }
+        const std::vector<double> depths = needle_depths(s);
         std::vector<std::string> refs_flat;
         for (const auto& r : s.references) refs_flat.insert(refs_flat.end(), r.begin(), r.end());
         for (const PolicySpec* p : todo) {

@@ -2,6 +2,7 @@
 #include "eval/ruler_tasks.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/error.h"
 #include "eval/ruler_builders.h"
@@ -59,6 +60,20 @@ int64_t Sample::budget_tokens() const {
   int64_t n = int64_t(prompt_tokens.size()) + int64_t(turns()) * max_new;
   for (const auto& f : followup_tokens) n += int64_t(f.size());
   return n;
+}
+
+std::vector<double> needle_depths(const Sample& s) {
+  size_t needle_bytes = 0;
+  for (const Needle& nd : s.needles) needle_bytes += nd.text.size();
+  const double hay_bytes = double(s.haystack_end - s.haystack_begin - needle_bytes);
+  std::vector<double> depths;
+  size_t before = 0;  // needle bytes ahead of this needle
+  for (const Needle& nd : s.needles) {
+    const double at = double(nd.offset - s.haystack_begin - before);
+    depths.push_back(hay_bytes > 0 ? std::round(1e4 * at / hay_bytes) / 1e4 : 0.0);
+    before += nd.text.size();
+  }
+  return depths;
 }
 
 uint64_t sample_seed(uint64_t run_seed, const std::string& task, int64_t length, int index) {

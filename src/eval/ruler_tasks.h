@@ -65,6 +65,11 @@ struct Sample {
   int turns() const { return int(references.size()); }
 };
 
+// Where each needle of `s` sits, in reading order: the fraction of the haystack's own bytes
+// (the needles' not counted) before it, 0 to 1, rounded to 4 decimals. This is the realised
+// depth, which the records report; Needle::depth is the requested one.
+std::vector<double> needle_depths(const Sample& s);
+
 // Seed of one sample: a pure function of the run seed and (task, length, index), so a sample
 // is the same whichever other tasks, lengths or samples a run contains.
 uint64_t sample_seed(uint64_t run_seed, const std::string& task, int64_t length, int index);

@@ -81,6 +81,14 @@ TEST(RulerGenerator, NeedlesSitAtTheirDepthAndAnswerTheQuestion) {
       const Sample s = generate_sample(task, 1500, i, 9, tok, test::ruler_resources());
       const double hay = double(s.haystack_end - s.haystack_begin);
       ASSERT_GT(hay, 0);
+      const std::vector<double> depths = needle_depths(s);
+      ASSERT_EQ(depths.size(), s.needles.size()) << task;
+      EXPECT_TRUE(std::is_sorted(depths.begin(), depths.end())) << task << " sample " << i;
+      for (double d : depths) {
+        EXPECT_GE(d, 0.0) << task;
+        EXPECT_LE(d, 1.0) << task;
+      }
+      if (s.needles.size() == 1) EXPECT_NEAR(depths[0], s.needles[0].depth, 0.1) << task << " sample " << i;
       for (const Needle& n : s.needles) {
         ASSERT_EQ(s.prompt.compare(n.offset, n.text.size(), n.text), 0) << task;
         ASSERT_GE(n.offset, s.haystack_begin);
@@ -123,6 +131,9 @@ TEST(RulerGenerator, DepthGridPutsTheAskedNeedleFromStartToEnd) {
       EXPECT_DOUBLE_EQ(n->depth, want) << task << " sample " << i;
       const double at = double(n->offset - s.haystack_begin) / double(s.haystack_end - s.haystack_begin);
       EXPECT_NEAR(at, want, 0.1) << task << " sample " << i;
+      // the realised depth the records report (needles go in at sentence or line boundaries)
+      const double realised = needle_depths(s)[size_t(n - s.needles.begin())];
+      EXPECT_NEAR(realised, want, 0.05) << task << " sample " << i;
       // everything else is the seed's: the same keys and values as without the grid
       EXPECT_EQ(s.references, generate_sample(task, 1500, i, 9, tok, test::ruler_resources()).references);
     }
