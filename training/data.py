@@ -7,7 +7,9 @@ no answer tokens. Samples are a pure function of (seed, step, index), so a resum
 run sees exactly the data it would have seen without the interruption.
 
 Episode kinds (RULER names): single (one needle), single_noise (the same in RULER's
-niah_single_1 haystack: one filler line repeated), single_uuid (word -> uuid, RULER's
+niah_single_1 haystack: one filler line repeated), single_far / single_noise_far and
+single_veryfar / single_noise_veryfar (the same with the needle in the first 30% / 15% of the
+haystack: far from the question), single_uuid (word -> uuid, RULER's
 niah_single_3 wording; a random version-4 uuid, 36 characters), multikey (one asked, distractor needles with
 other keys), multivalue (one key, several numbers, all asked), multiquery (several needles,
 every key asked in turn: many recall events per sequence), vartrack (variable chains), text,
@@ -56,6 +58,7 @@ def keyword_vocab():
 
 
 FAR_DEPTH = 0.3  # single_far / single_noise_far: needle depth uniform in [0, FAR_DEPTH)
+VERY_FAR_DEPTH = 0.15  # single_veryfar / single_noise_veryfar: depth uniform in [0, VERY_FAR_DEPTH)
 
 
 class EpisodeMaker:
@@ -308,6 +311,11 @@ class EpisodeMaker:
             # rarely train (~5% of single episodes at 1,536-4,096)
             return self.single(rng, seq_len, text_weight, depth=float(rng.uniform(0.0, FAR_DEPTH)),
                                noise=kind == "single_noise_far")[:2]
+        if kind in ("single_veryfar", "single_noise_veryfar"):
+            # the first tenth at 4,096 tokens (3,300+ tokens back) stayed at 0% after 1,400 steps of
+            # single_far (training/README.md "thirteenth session"): the same, nearer the start
+            return self.single(rng, seq_len, text_weight, depth=float(rng.uniform(0.0, VERY_FAR_DEPTH)),
+                               noise=kind == "single_noise_veryfar")[:2]
         if kind == "single_uuid":
             return self.single(rng, seq_len, text_weight, uuid=True)[:2]
         if kind == "multiquery":

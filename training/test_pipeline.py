@@ -6,7 +6,7 @@
   4. Export: the GGUF written by export_gguf.py parses back (own reader) with the right
      metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
   5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them.
-  6. Episodes: a noise-haystack needle is set in RULER's filler line; single_far needles sit early; a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
+  6. Episodes: a noise-haystack needle is set in RULER's filler line; single_far / single_veryfar needles sit early; a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
      needle and question are in the sequence, and only the answer (+ EOS) carries the mask.
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
 """
@@ -178,6 +178,15 @@ for kind in ("single_far", "single_noise_far"):
         pos = text.find(f"is: {val[0]}.") if val else -1
         good &= len(ids) == 2049 and len(val) == 1 and 0 <= pos < (data.FAR_DEPTH + 0.03) * len(text)
 check(good, "single_far / single_noise_far: the needle is in the first FAR_DEPTH of the haystack")
+good = True
+for kind in ("single_veryfar", "single_noise_veryfar"):
+    for _ in range(10):
+        ids, w = maker.sample(rng, 2048, {kind: 1}, 0.0)
+        text = sp.decode([int(t) for t in ids])
+        val = re.findall(r"is: (\d{7})\.", text)
+        pos = text.find(f"is: {val[0]}.") if val else -1
+        good &= len(ids) == 2049 and len(val) == 1 and 0 <= pos < (data.VERY_FAR_DEPTH + 0.03) * len(text)
+check(good, "single_veryfar / single_noise_veryfar: the needle is in the first VERY_FAR_DEPTH of the haystack")
 
 # kvrecall: every checked answer is the value of a needle earlier in the sequence, and of the
 # key its question names; only answer tokens carry weight 1
