@@ -188,6 +188,16 @@ for kind in ("single_veryfar", "single_noise_veryfar"):
         good &= len(ids) == 2049 and len(val) == 1 and 0 <= pos < (data.VERY_FAR_DEPTH + 0.03) * len(text)
 check(good, "single_veryfar / single_noise_veryfar: the needle is in the first VERY_FAR_DEPTH of the haystack")
 
+# digitcopy_far: the digit string in the first VERY_FAR_DEPTH, its copy (the weighted tokens) at the end
+good = True
+for _ in range(10):
+    ids, w = maker.sample(rng, 2048, {"digitcopy_far": 1}, 0.0)
+    k = int(sum(1 for x in w if x > 0))
+    copy = ids[-k:]
+    first = next(i for i in range(len(ids) - k) if ids[i:i + k] == copy)
+    good &= len(ids) == 2049 and k == 40 and all(x > 0 for x in w[-k:]) and first < (data.VERY_FAR_DEPTH + 0.03) * len(ids)
+check(good, "digitcopy_far: the first copy is in the first VERY_FAR_DEPTH, the weighted copy at the end")
+
 # kvrecall: every checked answer is the value of a needle earlier in the sequence, and of the
 # key its question names; only answer tokens carry weight 1
 for n in (192, 384, 1024):
