@@ -2,7 +2,6 @@
 #include "eval/ruler_runner.h"
 
 #include <chrono>
-#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
