@@ -60,6 +60,13 @@ def keyword_vocab():
 
 FAR_DEPTH = 0.3  # single_far / single_noise_far: needle depth uniform in [0, FAR_DEPTH)
 VERY_FAR_DEPTH = 0.15  # single_veryfar / single_noise_veryfar: depth uniform in [0, VERY_FAR_DEPTH)
+# Single needles far from the question: kind -> (depth bound, RULER noise haystack). At 4,096
+# tokens the model missed needles more than ~2,700 tokens back (training/README.md "twelfth
+# session"), which uniform depths at random lengths rarely train (~5% of single episodes at
+# 1,536-4,096); after 1,400 steps of the 30% kinds the first tenth (3,300+ tokens back) was
+# still 0% ("thirteenth session"), hence the 15% kinds.
+FAR_NEEDLE_KINDS = {"single_far": (FAR_DEPTH, False), "single_noise_far": (FAR_DEPTH, True),
+                    "single_veryfar": (VERY_FAR_DEPTH, False), "single_noise_veryfar": (VERY_FAR_DEPTH, True)}
 
 
 class EpisodeMaker:
@@ -308,18 +315,9 @@ class EpisodeMaker:
             return self.single(rng, seq_len, text_weight, n_distractors=3)[:2]
         if kind == "single_noise":  # RULER niah_single_1's haystack
             return self.single(rng, seq_len, text_weight, noise=True)[:2]
-        if kind in ("single_far", "single_noise_far"):
-            # the needle in the first FAR_DEPTH of the haystack: at 4,096 tokens the shipped model
-            # misses needles more than ~2,700 tokens before the question (RULER per depth,
-            # training/README.md "twelfth session"), which uniform depths at random lengths
-            # rarely train (~5% of single episodes at 1,536-4,096)
-            return self.single(rng, seq_len, text_weight, depth=float(rng.uniform(0.0, FAR_DEPTH)),
-                               noise=kind == "single_noise_far")[:2]
-        if kind in ("single_veryfar", "single_noise_veryfar"):
-            # the first tenth at 4,096 tokens (3,300+ tokens back) stayed at 0% after 1,400 steps of
-            # single_far (training/README.md "thirteenth session"): the same, nearer the start
-            return self.single(rng, seq_len, text_weight, depth=float(rng.uniform(0.0, VERY_FAR_DEPTH)),
-                               noise=kind == "single_noise_veryfar")[:2]
+        if kind in FAR_NEEDLE_KINDS:
+            bound, noise = FAR_NEEDLE_KINDS[kind]
+            return self.single(rng, seq_len, text_weight, depth=float(rng.uniform(0.0, bound)), noise=noise)[:2]
         if kind == "single_uuid":
             return self.single(rng, seq_len, text_weight, uuid=True)[:2]
         if kind == "multiquery":
