@@ -271,7 +271,7 @@ class EpisodeMaker:
         the first copy in the first VERY_FAR_DEPTH of the sequence: copying across ~85% of it."""
         k = int(min(40, max(7, (seq_len - 20) // 2)))
         rest = seq_len - 2 * (k + 1)
-        if far:  # the first copy in the first VERY_FAR_DEPTH of the sequence
+        if far:
             h1 = int(rng.integers(0, int(VERY_FAR_DEPTH * rest) + 1))
         elif max_gap is None:
             h1 = int(rng.integers(0, rest + 1))

@@ -168,19 +168,17 @@ text = sp.decode([int(t) for t in ids])
 check(len(ids) == 601 and f"is: {val}." in text and text.count("The grass is green.") >= 10
       and not any(c in text for c in "QXZ"), "noise-haystack needle: RULER's filler line repeated around the needle")
 
-# single_far / single_veryfar: the needle sits in the first FAR_DEPTH / VERY_FAR_DEPTH of the
-# sequence, the question at its end
-for bound, name in ((data.FAR_DEPTH, "single_far / single_noise_far: the needle is in the first FAR_DEPTH"),
-                    (data.VERY_FAR_DEPTH, "single_veryfar / single_noise_veryfar: the needle is in the first VERY_FAR_DEPTH")):
+# single_far / single_veryfar (and their noise forms): the needle sits in the first part of the
+# sequence that FAR_NEEDLE_KINDS gives its kind, the question at its end
+for kind, (bound, _) in data.FAR_NEEDLE_KINDS.items():
     good = True
-    for kind in [k for k, (b, _) in data.FAR_NEEDLE_KINDS.items() if b == bound]:
-        for _ in range(10):
-            ids, w = maker.sample(rng, 2048, {kind: 1}, 0.0)
-            text = sp.decode([int(t) for t in ids])
-            val = re.findall(r"is: (\d{7})\.", text)
-            pos = text.find(f"is: {val[0]}.") if val else -1
-            good &= len(ids) == 2049 and len(val) == 1 and 0 <= pos < (bound + 0.03) * len(text)
-    check(good, name + " of the haystack")
+    for _ in range(10):
+        ids, w = maker.sample(rng, 2048, {kind: 1}, 0.0)
+        text = sp.decode([int(t) for t in ids])
+        val = re.findall(r"is: (\d{7})\.", text)
+        pos = text.find(f"is: {val[0]}.") if val else -1
+        good &= len(ids) == 2049 and len(val) == 1 and 0 <= pos < (bound + 0.03) * len(text)
+    check(good, f"{kind}: the needle is in the first {bound:.0%} of the haystack")
 
 # digitcopy_far: the digit string in the first VERY_FAR_DEPTH, its copy (the weighted tokens) at the end
 good = True
