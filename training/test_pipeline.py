@@ -5,7 +5,8 @@
   3. Exact resume: 6 steps in one go == 3 steps, checkpoint, resume, 3 more (bit-identical).
   4. Export: the GGUF written by export_gguf.py parses back (own reader) with the right
      metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
-  5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them.
+  5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them;
+     with --init-step N it starts at step N of the curriculum (a committed checkpoint's step).
   6. Episodes: a noise-haystack needle is set in RULER's filler line; single_far / single_veryfar needles sit early; a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
      needle and question are in the sequence, and only the answer (+ EOS) carries the mask.
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
@@ -145,6 +146,11 @@ with tempfile.TemporaryDirectory() as tmp:
     check(c["step"] == 1 and not torch.equal(c["model"]["blocks.0.attn_q.weight"], state["blocks.0.attn_q.weight"])
           and torch.allclose(c["model"]["blocks.0.attn_q.weight"], state["blocks.0.attn_q.weight"], atol=1e-2),
           "--init-gguf starts from the GGUF's weights and trains on")
+    run("initstep", "--init-gguf", g, "--init-step", "3", "--stop-at-step", "4")
+    c = torch.load(os.path.join(tmp, "initstep", "ckpt.pt"))
+    rows = open(os.path.join(tmp, "initstep", "log.csv")).read().splitlines()
+    check(c["step"] == 4 and len(rows) == 2 and rows[1].split(",")[0] == "4" and rows[1].split(",")[2] == "b",
+          "--init-step 3 goes on at step 3 (stage b) from the GGUF's weights")
 
 # 6. episodes ---------------------------------------------------------------------------------
 import re

@@ -111,6 +111,9 @@ def main():
     ap.add_argument("--allow-curriculum-change", action="store_true")
     ap.add_argument("--init-gguf", default=None, help="a new run starts from these weights (a GGUF written by "
                     "export_gguf.py with the curriculum's model shape) with a fresh optimizer")
+    ap.add_argument("--init-step", type=int, default=0, help="with --init-gguf: start at this step of the curriculum "
+                    "(its stage and learning-rate schedule), to go on from a committed weights-only checkpoint "
+                    "(training/checkpoints/) when the run's ckpt.pt is gone")
     args = ap.parse_args()
 
     torch.set_num_threads(args.threads)
@@ -155,7 +158,9 @@ def main():
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise SystemExit(f"{args.init_gguf} does not match the curriculum model: missing {missing}, unexpected {unexpected}")
-        step, tokens = 0, 0  # tokens counts this run only; the curriculum's "init" says what came before
+        if not 0 <= args.init_step < sum(s["steps"] for s in cur["stages"]):
+            raise SystemExit(f"--init-step {args.init_step} is outside the curriculum's {sum(s['steps'] for s in cur['stages'])} steps")
+        step, tokens = args.init_step, 0  # tokens counts this run only; the curriculum's "init" says what came before
         print(f"new run from {args.init_gguf} at step {step}: {model.num_params()} parameters", flush=True)
     else:
         print(f"new run: {model.num_params()} parameters, config {cfg.to_dict()}", flush=True)
