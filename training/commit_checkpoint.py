@@ -1,0 +1,37 @@
+#!/usr/bin/python3
+"""Copy a run's weights into the repository (training/checkpoints/NAME.gguf + NAME.json) so the
+run can go on in a later session even when the cache (and its ckpt.pt) is gone:
+
+  /usr/bin/python3 training/commit_checkpoint.py --run-dir $CACHE/training/run10 \\
+      --curriculum training/curriculum_v18.json --name run10
+
+The GGUF holds F16 matrices and F32 norms (export_gguf.py), not the AdamW moments; the JSON
+says which curriculum and step it is and the command that resumes it (train.py --init-gguf
+--init-step), which starts a fresh optimizer at that step's stage and learning rate.
+"""
+import argparse, json, os, subprocess, sys
+import torch
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--run-dir", required=True)
+ap.add_argument("--curriculum", required=True, help="the curriculum file the run trains with (path in the repository)")
+ap.add_argument("--name", required=True)
+args = ap.parse_args()
+
+ck = torch.load(os.path.join(args.run_dir, "ckpt.pt"))
+sys.path.insert(0, HERE)
+from train import load_curriculum
+if load_curriculum(args.curriculum)["stages"] != ck["curriculum"]["stages"]:
+    raise SystemExit(f"{args.curriculum} is not the curriculum the checkpoint was trained with")
+out = os.path.join(HERE, "checkpoints", args.name + ".gguf")
+subprocess.run([sys.executable, os.path.join(HERE, "export_gguf.py"), "--ckpt", os.path.join(args.run_dir, "ckpt.pt"),
+                "-o", out, "--name", f"magicpig-{args.name}-step{ck['step']}"], check=True)
+cur = os.path.relpath(os.path.abspath(args.curriculum), os.path.dirname(HERE))
+meta = {"run": args.name, "curriculum": cur, "step": ck["step"], "tokens_this_run": ck["tokens"],
+        "train_seconds_this_run": round(ck["elapsed"]),
+        "resume": f"/usr/bin/python3 training/train.py --curriculum {cur} --run-dir $CACHE/training/{args.name} "
+                  f"--threads 2 --init-gguf training/checkpoints/{args.name}.gguf --init-step {ck['step']}"}
+json.dump(meta, open(os.path.join(HERE, "checkpoints", args.name + ".json"), "w"), indent=1)
+print(json.dumps(meta, indent=1))
