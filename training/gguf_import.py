@@ -61,3 +61,14 @@ def read_state(path):
             key = f"blocks.{i}.{rest}"
         state[key] = torch.from_numpy(a.copy())
     return state, meta
+
+
+def config_dict(meta, state):
+    """model.Config fields of an exported GGUF (its llama.* metadata; tied when output.weight is absent)."""
+    return {"vocab_size": state["token_embd.weight"].shape[0], "dim": meta["llama.embedding_length"],
+            "n_layers": meta["llama.block_count"], "n_heads": meta["llama.attention.head_count"],
+            "n_kv_heads": meta["llama.attention.head_count_kv"], "ffn_dim": meta["llama.feed_forward_length"],
+            # float32 in the file: 7 significant digits give back the float the config was written from
+            "norm_eps": float(f"{meta['llama.attention.layer_norm_rms_epsilon']:.7g}"),
+            "rope_theta": float(f"{meta['llama.rope.freq_base']:.7g}"),
+            "max_seq_len": meta["llama.context_length"], "tied_output": "output.weight" not in state}

@@ -6,6 +6,9 @@ needs the key (later digits can be copied from the chosen needle); chance is abo
 
   /usr/bin/python3 training/probe_binding.py CKPT|fresh OUT.pt [--lr 1e-3] [--seq-len 128]
       [--batch 32] [--minutes 20] [--one-token] [--threads 1]
+  /usr/bin/python3 training/probe_binding.py CKPT.pt|MODEL.gguf --eval [--n 128]
+      (measure only: the three settings of training/README.md's recall tables — one-token keys
+      at 128 and 192 tokens, word keys at 192)
 
 A side experiment, not a stage: it starts a new AdamW (the checkpoint's moments are not
 loaded) and holds the rate constant after 20 warm-up steps. Results: training/README.md
@@ -14,7 +17,7 @@ loaded) and holds the rate constant after 20 warm-up steps. Results: training/RE
 import argparse, os, sys, time
 import numpy as np, sentencepiece as spm, torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common, data
+import common, data, gguf_import
 from model import Config, Llama
 from train import weighted_loss
 
@@ -42,9 +45,23 @@ def recall_rates(model, maker, seq_len, one_token, n=64):
     return exact / max(1, total), first / max(1, total), total
 
 
+def load_model(path):
+    """A train.py / probe checkpoint (.pt) or an exported GGUF."""
+    if path.endswith(".gguf"):
+        state, meta = gguf_import.read_state(path)
+        model = Llama(Config(**gguf_import.config_dict(meta, state)))
+        model.load_state_dict(state)
+        return model
+    ck = torch.load(path, map_location="cpu")
+    model = Llama(Config(**ck["config"])); model.load_state_dict(ck["model"])
+    return model
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("init"); ap.add_argument("out")
+    ap.add_argument("init"); ap.add_argument("out", nargs="?")
+    ap.add_argument("--eval", action="store_true", help="only print the held-out recall rates of INIT")
+    ap.add_argument("--n", type=int, default=128, help="held-out episodes per setting (with --eval)")
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--seq-len", type=int, default=128)
     ap.add_argument("--batch", type=int, default=32)
@@ -54,11 +71,16 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads); torch.manual_seed(0)
     sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
-    if a.init == "fresh":
-        model = Llama(Config(vocab_size=sp.vocab_size()))
-    else:
-        ck = torch.load(a.init, map_location="cpu")
-        model = Llama(Config(**ck["config"])); model.load_state_dict(ck["model"])
+    model = Llama(Config(vocab_size=sp.vocab_size())) if a.init == "fresh" else load_model(a.init)
+    if a.eval:
+        held = data.EpisodeMaker(sp, "heldout")
+        for seq_len, one_token in ((128, True), (192, True), (192, False)):
+            e, f, n = recall_rates(model, held, seq_len, one_token, a.n)
+            print(f"{'one-token' if one_token else 'word'} keys, {seq_len} tokens: exact {e:.3f} "
+                  f"first digit {f:.3f} ({n} questions)", flush=True)
+        return
+    if a.out is None:
+        ap.error("OUT is required unless --eval")
     opt = torch.optim.AdamW(model.parameters(), lr=a.lr, betas=(0.9, 0.95), weight_decay=0.1)
     train, held = data.EpisodeMaker(sp, "train"), data.EpisodeMaker(sp, "heldout")
     rng, t0, step = np.random.default_rng(7), time.time(), 0

@@ -138,7 +138,8 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # 5. import: a run started from the GGUF (--init-gguf) holds the checkpoint's weights rounded to f16
     import gguf_import
-    state, _ = gguf_import.read_state(g)
+    state, gmeta = gguf_import.read_state(g)
+    check(gguf_import.config_dict(gmeta, state) == a["config"], "gguf_import.config_dict gives back the checkpoint's model config")
     check(set(state) == set(st) and all(torch.equal(state[k], st[k].half().float() if st[k].dim() >= 2 else st[k])
                                         for k in st), "gguf_import reads back every weight (f16-rounded matrices, exact norms)")
     run("init", "--init-gguf", g, "--stop-at-step", "1")
