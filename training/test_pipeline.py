@@ -6,7 +6,8 @@
   4. Export: the GGUF written by export_gguf.py parses back (own reader) with the right
      metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
   5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them;
-     with --init-step N it starts at step N of the curriculum (a committed checkpoint's step).
+     with --init-step N it starts at step N of the curriculum (a committed checkpoint's step),
+     its rate ramped up again over 20 steps.
   6. Episodes: a noise-haystack needle is set in RULER's filler line; single_far / single_veryfar needles sit early; a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
      needle and question are in the sequence, and only the answer (+ EOS) carries the mask.
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
@@ -152,6 +153,9 @@ with tempfile.TemporaryDirectory() as tmp:
     rows = open(os.path.join(tmp, "initstep", "log.csv")).read().splitlines()
     check(c["step"] == 4 and len(rows) == 2 and rows[1].split(",")[0] == "4" and rows[1].split(",")[2] == "b",
           "--init-step 3 goes on at step 3 (stage b) from the GGUF's weights")
+    plain = open(os.path.join(tmp, "one", "log.csv")).read().splitlines()[4].split(",")
+    check(plain[0] == "4" and abs(float(rows[1].split(",")[5]) - float(plain[5]) / 20) < 1e-9,
+          "--init-step ramps the rate up again (its first step at 1/20 of the schedule's rate)")
 
 # 6. episodes ---------------------------------------------------------------------------------
 import re

@@ -115,6 +115,8 @@ def main():
                     "(its stage and learning-rate schedule), to go on from a committed weights-only checkpoint "
                     "(training/checkpoints/) when the run's ckpt.pt is gone")
     args = ap.parse_args()
+    if args.init_step and not args.init_gguf:
+        raise SystemExit("--init-step goes with --init-gguf")
 
     torch.set_num_threads(args.threads)
     cur = load_curriculum(args.curriculum)
@@ -132,12 +134,16 @@ def main():
                              {"params": no_decay, "weight_decay": 0.0}],
                             lr=1e-3, betas=(0.9, 0.95), eps=1e-8)
     step, tokens, elapsed = 0, 0, 0.0
+    # (first step, steps): a fresh optimizer put in mid-curriculum (--init-step) ramps its rate up
+    # again, since AdamW's first updates with empty moments are the largest
+    rewarm = None
     if os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
         if ck["config"] != cfg.to_dict():
             raise SystemExit(f"checkpoint config {ck['config']} differs from curriculum model {cfg.to_dict()}")
         model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optim"])
         step, tokens, elapsed = ck["step"], ck["tokens"], ck["elapsed"]
+        rewarm = ck.get("rewarm")
         # the stages already (partly) trained must be the ones this checkpoint was trained with;
         # only appending stages (or lengthening the last, unfinished, one) keeps resume exact
         done, start = [], 0
@@ -161,6 +167,7 @@ def main():
         if not 0 <= args.init_step < sum(s["steps"] for s in cur["stages"]):
             raise SystemExit(f"--init-step {args.init_step} is outside the curriculum's {sum(s['steps'] for s in cur['stages'])} steps")
         step, tokens = args.init_step, 0  # tokens counts this run only; the curriculum's "init" says what came before
+        rewarm = (step, 20) if step else None
         print(f"new run from {args.init_gguf} at step {step}: {model.num_params()} parameters", flush=True)
     else:
         print(f"new run: {model.num_params()} parameters, config {cfg.to_dict()}", flush=True)
@@ -189,7 +196,7 @@ def main():
 
     def checkpoint():
         save(ckpt_path, {"model": model.state_dict(), "optim": opt.state_dict(), "step": step, "tokens": tokens,
-                         "elapsed": elapsed, "config": cfg.to_dict(), "curriculum": cur})
+                         "elapsed": elapsed, "config": cfg.to_dict(), "curriculum": cur, "rewarm": rewarm})
 
     interrupted = []  # SIGTERM/SIGINT: finish the step, checkpoint, exit
     signal.signal(signal.SIGTERM, lambda *_: interrupted.append(1))
@@ -205,6 +212,8 @@ def main():
         si, st, s0 = at
         model.grad_checkpoint = st.get("grad_checkpoint", False)
         lr = lr_at(st, step - s0)
+        if rewarm and step < rewarm[0] + rewarm[1]:
+            lr *= (step - rewarm[0] + 1) / rewarm[1]
         for g in opt.param_groups:
             g["lr"] = lr
         t0 = time.time()
