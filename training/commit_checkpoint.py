@@ -33,5 +33,5 @@ meta = {"run": args.name, "curriculum": cur, "step": ck["step"], "tokens_this_ru
         "train_seconds_this_run": round(ck["elapsed"]),
         "resume": f"/usr/bin/python3 training/train.py --curriculum {cur} --run-dir $CACHE/training/{args.name} "
                   f"--threads 2 --init-gguf training/checkpoints/{args.name}.gguf --init-step {ck['step']}"}
-json.dump(meta, open(os.path.join(HERE, "checkpoints", args.name + ".json"), "w"), indent=1)
+open(os.path.join(HERE, "checkpoints", args.name + ".json"), "w").write(json.dumps(meta, indent=1) + "\n")
 print(json.dumps(meta, indent=1))

@@ -164,7 +164,7 @@ def main():
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise SystemExit(f"{args.init_gguf} does not match the curriculum model: missing {missing}, unexpected {unexpected}")
-        if not 0 <= args.init_step < sum(s["steps"] for s in cur["stages"]):
+        if args.init_step < 0 or stage_at(cur["stages"], args.init_step) is None:
             raise SystemExit(f"--init-step {args.init_step} is outside the curriculum's {sum(s['steps'] for s in cur['stages'])} steps")
         step, tokens = args.init_step, 0  # tokens counts this run only; the curriculum's "init" says what came before
         rewarm = (step, 20) if step else None
