@@ -14,7 +14,7 @@ import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common
-from model import Config, Llama
+import checkpoint
 
 PROMPTS = [
     "In the beginning God created the heaven and the earth. And the earth was",
@@ -38,11 +38,8 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
-    ck = torch.load(a.ckpt, map_location="cpu")
-    model = Llama(Config(**ck["config"]))
     # the file stores matrices as f16: compare against exactly those weights
-    model.load_state_dict({k: (v.half().float() if v.dim() >= 2 else v) for k, v in ck["model"].items()})
-    model.eval()
+    model, _ = checkpoint.load(a.ckpt, f16_matrices=True)
     failures = 0
     for p in PROMPTS:
         ids = [sp.bos_id()] + sp.encode(p)

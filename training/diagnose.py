@@ -2,22 +2,21 @@
 """Per-episode-kind diagnosis of a checkpoint on HELD-OUT text and keys: answer loss, answer
 token accuracy and exact-answer rate for each kind at one sequence length.
 
-  /usr/bin/python3 training/diagnose.py CKPT [SEQ_LEN=128]
+  /usr/bin/python3 training/diagnose.py CKPT.pt|MODEL.gguf [SEQ_LEN=128]
 
 Shows which skill a stage gained or lost (e.g. run5: randcopy_gap64 at chance while the
 fixed-distance copy looked solved; the needle skill lost after hay256).
 """
 import sys, torch, numpy as np, sentencepiece as spm
 sys.path.insert(0, __import__('os').path.dirname(__import__('os').path.abspath(__file__)))
-import common, data
-from model import Config, Llama
+import checkpoint, common, data
 import torch.nn.functional as F
 torch.set_num_threads(1)
-ck=torch.load(sys.argv[1]); m=Llama(Config(**ck["config"])); m.load_state_dict(ck["model"]); m.eval()
+m, info = checkpoint.load(sys.argv[1])
 sp=spm.SentencePieceProcessor(model_file=common.tokenizer_model())
 mk=data.EpisodeMaker(sp,"heldout")
 L=int(sys.argv[2]) if len(sys.argv)>2 else 128
-print("step",ck["step"])
+print("step", info["step"] if info["step"] is not None else "? (GGUF)")
 for kind in ["randcopy_gap64","digitcopy","single","multikey","multiquery"]:
     x,w=mk.batch(7,0,16,L,{kind:1},0.0)
     x=torch.from_numpy(x); w=torch.from_numpy(w)[:,1:]

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""Evaluate a checkpoint: needle retrieval on HELD-OUT key words and held-out haystack text,
-and held-out perplexity per corpus.
+"""Evaluate a checkpoint (.pt) or an exported GGUF: needle retrieval on HELD-OUT key words and
+held-out haystack text, and held-out perplexity per corpus.
 
   /usr/bin/python3 training/evaluate.py --ckpt CKPT --lengths 128,256,512 [--depths 10] [--n 10]
       [--multikey] [--ppl-tokens 16384] [--greedy] [--json out.json]
@@ -19,8 +19,7 @@ import torch.nn.functional as F
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common, data
-from model import Config, Llama
+import checkpoint, common, data
 from train import needle_accuracy
 
 
@@ -68,13 +67,12 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
-    ck = torch.load(a.ckpt, map_location="cpu")
-    model = Llama(Config(**ck["config"]))
-    model.load_state_dict(ck["model"]); model.eval()
+    model, info = checkpoint.load(a.ckpt)
     maker = data.EpisodeMaker(sp, "heldout")
     depths = list(np.linspace(0, 1, a.depths))
-    res = {"ckpt": a.ckpt, "step": ck["step"], "tokens": ck["tokens"], "train_seconds": ck["elapsed"], "needle": {}, "multikey": {}, "ppl": {}}
-    print(f"checkpoint step {ck['step']}, {ck['tokens']} tokens, {ck['elapsed']/60:.1f} min of training")
+    res = {"ckpt": a.ckpt, "step": info["step"], "tokens": info["tokens"], "train_seconds": info["elapsed"], "needle": {}, "multikey": {}, "ppl": {}}
+    if info["step"] is not None:
+        print(f"checkpoint step {info['step']}, {info['tokens']} tokens, {info['elapsed']/60:.1f} min of training")
     for L in [int(x) for x in a.lengths.split(",")]:
         kinds = [("needle", 0)] + ([("multikey", 3)] if a.multikey else [])
         for kind, nd in kinds:

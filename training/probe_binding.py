@@ -17,7 +17,7 @@ loaded) and holds the rate constant after 20 warm-up steps. Results: training/RE
 import argparse, os, sys, time
 import numpy as np, sentencepiece as spm, torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common, data, gguf_import
+import checkpoint, common, data
 from model import Config, Llama
 from train import weighted_loss
 
@@ -45,18 +45,6 @@ def recall_rates(model, maker, seq_len, one_token, n=64):
     return exact / max(1, total), first / max(1, total), total
 
 
-def load_model(path):
-    """A train.py / probe checkpoint (.pt) or an exported GGUF."""
-    if path.endswith(".gguf"):
-        state, meta = gguf_import.read_state(path)
-        model = Llama(Config(**gguf_import.config_dict(meta, state)))
-        model.load_state_dict(state)
-        return model
-    ck = torch.load(path, map_location="cpu")
-    model = Llama(Config(**ck["config"])); model.load_state_dict(ck["model"])
-    return model
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("init"); ap.add_argument("out", nargs="?")
@@ -71,7 +59,7 @@ def main():
     a = ap.parse_args()
     torch.set_num_threads(a.threads); torch.manual_seed(0)
     sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
-    model = Llama(Config(vocab_size=sp.vocab_size())) if a.init == "fresh" else load_model(a.init)
+    model = Llama(Config(vocab_size=sp.vocab_size())) if a.init == "fresh" else checkpoint.load(a.init)[0]
     if a.eval:
         held = data.EpisodeMaker(sp, "heldout")
         for seq_len, one_token in ((128, True), (192, True), (192, False)):

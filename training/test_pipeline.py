@@ -7,7 +7,8 @@
      metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
   5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them;
      with --init-step N it starts at step N of the curriculum (a committed checkpoint's step),
-     its rate ramped up again over 20 steps.
+     its rate ramped up again over 20 steps. checkpoint.load (the evaluation tools' loader)
+     reads the .pt and the GGUF into the same model.
   6. Episodes: a noise-haystack needle is set in RULER's filler line; single_far / single_veryfar needles sit early; a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
      needle and question are in the sequence, and only the answer (+ EOS) carries the mask.
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
@@ -143,6 +144,13 @@ with tempfile.TemporaryDirectory() as tmp:
     check(gguf_import.config_dict(gmeta, state) == a["config"], "gguf_import.config_dict gives back the checkpoint's model config")
     check(set(state) == set(st) and all(torch.equal(state[k], st[k].half().float() if st[k].dim() >= 2 else st[k])
                                         for k in st), "gguf_import reads back every weight (f16-rounded matrices, exact norms)")
+    import checkpoint
+    m_pt, info_pt = checkpoint.load(os.path.join(tmp, "one", "ckpt.pt"), f16_matrices=True)
+    m_gg, info_gg = checkpoint.load(g)
+    x = torch.tensor([[1, 5, 9, 2, 7]])
+    with torch.no_grad():
+        check(info_pt["step"] == a["step"] and info_gg["step"] is None and not m_gg.training
+              and torch.equal(m_pt(x), m_gg(x)), "checkpoint.load: the .pt (f16_matrices) and its GGUF give the same logits")
     run("init", "--init-gguf", g, "--stop-at-step", "1")
     c = torch.load(os.path.join(tmp, "init", "ckpt.pt"))
     check(c["step"] == 1 and not torch.equal(c["model"]["blocks.0.attn_q.weight"], state["blocks.0.attn_q.weight"])
