@@ -8,10 +8,10 @@ run sees exactly the data it would have seen without the interruption.
 
 Episode kinds (RULER names): single (one needle), single_noise (the same in RULER's
 niah_single_1 haystack: one filler line repeated), single_far / single_noise_far and
-single_veryfar / single_noise_veryfar (the same with the needle in the first 30% / 15% of the
-haystack: far from the question), single_uuid (word -> uuid, RULER's
+single_veryfar / single_noise_veryfar / single_edge / single_noise_edge (the same with the
+needle in the first 30% / 15% / 5% of the haystack: far from the question), single_uuid (word -> uuid, RULER's
 niah_single_3 wording; a random version-4 uuid, 36 characters), multikey (one asked, distractor needles with
-other keys), multivalue (one key, several numbers, all asked), multiquery (several needles,
+other keys; multikey_far: the asked one in the first 30%), multivalue (one key, several numbers, all asked), multiquery (several needles,
 every key asked in turn: many recall events per sequence), vartrack (variable chains), text,
 repeat (a text segment twice, loss on the copy) and digitcopy (a random digit string twice,
 loss on the copy: forms the digit-copying heads within tens of steps; digitcopy_far: the first
@@ -60,13 +60,17 @@ def keyword_vocab():
 
 FAR_DEPTH = 0.3  # single_far / single_noise_far: needle depth uniform in [0, FAR_DEPTH)
 VERY_FAR_DEPTH = 0.15  # single_veryfar / single_noise_veryfar: depth uniform in [0, VERY_FAR_DEPTH)
+EDGE_DEPTH = 0.05  # single_edge / single_noise_edge: depth uniform in [0, EDGE_DEPTH)
 # Single needles far from the question: kind -> (depth bound, RULER noise haystack). At 4,096
 # tokens the model missed needles more than ~2,700 tokens back (training/README.md "twelfth
 # session"), which uniform depths at random lengths rarely train (~5% of single episodes at
 # 1,536-4,096); after 1,400 steps of the 30% kinds the first tenth (3,300+ tokens back) was
-# still 0% ("thirteenth session"), hence the 15% kinds.
+# still 0% ("thirteenth session"), hence the 15% kinds. After those, RULER's first tenth at
+# 4,096 was still 20% (step 7100; the 0% depth puts the needle right after BOS), hence the 5%
+# kinds.
 FAR_NEEDLE_KINDS = {"single_far": (FAR_DEPTH, False), "single_noise_far": (FAR_DEPTH, True),
-                    "single_veryfar": (VERY_FAR_DEPTH, False), "single_noise_veryfar": (VERY_FAR_DEPTH, True)}
+                    "single_veryfar": (VERY_FAR_DEPTH, False), "single_noise_veryfar": (VERY_FAR_DEPTH, True),
+                    "single_edge": (EDGE_DEPTH, False), "single_noise_edge": (EDGE_DEPTH, True)}
 
 
 class EpisodeMaker:
@@ -313,6 +317,8 @@ class EpisodeMaker:
             return self.single(rng, seq_len, text_weight)[:2]
         if kind == "multikey":
             return self.single(rng, seq_len, text_weight, n_distractors=3)[:2]
+        if kind == "multikey_far":  # the asked needle in the first FAR_DEPTH, distractors anywhere
+            return self.single(rng, seq_len, text_weight, n_distractors=3, depth=float(rng.uniform(0.0, FAR_DEPTH)))[:2]
         if kind == "single_noise":  # RULER niah_single_1's haystack
             return self.single(rng, seq_len, text_weight, noise=True)[:2]
         if kind in FAR_NEEDLE_KINDS:

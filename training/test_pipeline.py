@@ -199,6 +199,18 @@ for kind, (bound, _) in data.FAR_NEEDLE_KINDS.items():
         good &= len(ids) == 2049 and len(val) == 1 and 0 <= pos < (bound + 0.03) * len(text)
     check(good, f"{kind}: the needle is in the first {bound:.0%} of the haystack")
 
+# multikey_far: four needles, the asked one (its key in the question) in the first FAR_DEPTH
+good = True
+for _ in range(10):
+    ids, w = maker.sample(rng, 2048, {"multikey_far": 1}, 0.0)
+    text = sp.decode([int(t) for t in ids])
+    needles = re.findall(r"special magic numbers for (\w+) is: (\d{7})\.", text)
+    asked = re.findall(r"special magic number for (\w+) mentioned", text)
+    pos = {k: text.find(f"for {k} is: {v}.") for k, v in needles}
+    good &= len(ids) == 2049 and len(needles) == 4 and len(asked) >= 1 and asked[0] in pos \
+        and 0 <= pos[asked[0]] < (data.FAR_DEPTH + 0.03) * len(text)
+check(good, "multikey_far: four needles, the asked one in the first FAR_DEPTH")
+
 # digitcopy_far: the digit string in the first VERY_FAR_DEPTH, its copy (the weighted tokens) at the end
 good = True
 for _ in range(10):
