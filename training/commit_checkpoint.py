@@ -3,7 +3,7 @@
 run can go on in a later session even when the cache (and its ckpt.pt) is gone:
 
   /usr/bin/python3 training/commit_checkpoint.py --run-dir $CACHE/training/run10 \\
-      --curriculum training/curriculum_v18.json --name run10
+      --curriculum training/curriculum_v18.json --name run10 [--resume-curriculum LATER.json]
 
 The GGUF holds F16 matrices and F32 norms (export_gguf.py), not the AdamW moments; the JSON
 says which curriculum and step it is and the command that resumes it (train.py --init-gguf
@@ -18,6 +18,8 @@ ap = argparse.ArgumentParser()
 ap.add_argument("--run-dir", required=True)
 ap.add_argument("--curriculum", required=True, help="the curriculum file the run trains with (path in the repository)")
 ap.add_argument("--name", required=True)
+ap.add_argument("--resume-curriculum", help="the curriculum the resume command trains on (default: --curriculum); "
+                "it must extend the trained one, e.g. when the trained curriculum is finished")
 args = ap.parse_args()
 
 ck = torch.load(os.path.join(args.run_dir, "ckpt.pt"))
@@ -25,13 +27,17 @@ sys.path.insert(0, HERE)
 from train import load_curriculum
 if load_curriculum(args.curriculum)["stages"] != ck["curriculum"]["stages"]:
     raise SystemExit(f"{args.curriculum} is not the curriculum the checkpoint was trained with")
+resume_cur = args.resume_curriculum or args.curriculum
+if load_curriculum(resume_cur)["stages"][:len(ck["curriculum"]["stages"])] != ck["curriculum"]["stages"]:
+    raise SystemExit(f"{resume_cur} does not begin with the stages the checkpoint was trained with")
 out = os.path.join(HERE, "checkpoints", args.name + ".gguf")
 subprocess.run([sys.executable, os.path.join(HERE, "export_gguf.py"), "--ckpt", os.path.join(args.run_dir, "ckpt.pt"),
                 "-o", out, "--name", f"magicpig-{args.name}-step{ck['step']}"], check=True)
-cur = os.path.relpath(os.path.abspath(args.curriculum), os.path.dirname(HERE))
+rel = lambda path: os.path.relpath(os.path.abspath(path), os.path.dirname(HERE))
+cur = rel(args.curriculum)
 meta = {"run": args.name, "curriculum": cur, "step": ck["step"], "tokens_this_run": ck["tokens"],
         "train_seconds_this_run": round(ck["elapsed"]),
-        "resume": f"/usr/bin/python3 training/train.py --curriculum {cur} --run-dir $CACHE/training/{args.name} "
+        "resume": f"/usr/bin/python3 training/train.py --curriculum {rel(resume_cur)} --run-dir $CACHE/training/{args.name} "
                   f"--threads 2 --init-gguf training/checkpoints/{args.name}.gguf --init-step {ck['step']}"}
 open(os.path.join(HERE, "checkpoints", args.name + ".json"), "w").write(json.dumps(meta, indent=1) + "\n")
 print(json.dumps(meta, indent=1))
