@@ -39,5 +39,9 @@ meta = {"run": args.name, "curriculum": cur, "step": ck["step"], "tokens_this_ru
         "train_seconds_this_run": round(ck["elapsed"]),
         "resume": f"/usr/bin/python3 training/train.py --curriculum {rel(resume_cur)} --run-dir $CACHE/training/{args.name} "
                   f"--threads 2 --init-gguf training/checkpoints/{args.name}.gguf --init-step {ck['step']}"}
+# A resume into a curriculum that is already over would only print "curriculum finished".
+if ck["step"] >= sum(s["steps"] for s in load_curriculum(resume_cur)["stages"]):
+    meta["note"] = (f"{rel(resume_cur)} is finished at step {ck['step']}: to go on, write a curriculum that "
+                    f"extends it and put it in the resume command (--resume-curriculum)")
 open(os.path.join(HERE, "checkpoints", args.name + ".json"), "w").write(json.dumps(meta, indent=1) + "\n")
 print(json.dumps(meta, indent=1))
