@@ -159,3 +159,29 @@ class Llama(nn.Module):
 
     def num_params(self):
         return sum(p.numel() for p in self.parameters())
+
+
+def grow_depth(model, state, new_layers):
+    """Load `state` (a trained model with fewer blocks) into `model` (n_layers = old + len(new_layers)),
+    putting fresh blocks at the indices `new_layers` and the old blocks, in order, everywhere else.
+    A fresh block's residual projections (attn_output, ffn_down) are zeroed, so it adds nothing
+    and the grown model computes exactly what the trained one did; training then grows them
+    (their gradients are not zero) without first having to undo a random perturbation."""
+    n_old = 1 + max(int(k.split(".")[1]) for k in state if k.startswith("blocks."))
+    n = model.c.n_layers
+    new_layers = sorted(set(new_layers))
+    if n_old + len(new_layers) != n or any(i < 0 or i >= n for i in new_layers):
+        raise ValueError(f"growing {n_old} blocks to {n} needs {n - n_old} new block indices in 0..{n - 1}, got {new_layers}")
+    old_of = [i for i in range(n) if i not in new_layers]  # old_of[j]: new index of old block j
+    grown = {k: v for k, v in state.items() if not k.startswith("blocks.")}
+    for k, v in state.items():
+        if k.startswith("blocks."):
+            _, j, rest = k.split(".", 2)
+            grown[f"blocks.{old_of[int(j)]}.{rest}"] = v
+    fresh = model.state_dict()
+    for i in new_layers:
+        for k, v in fresh.items():
+            if k.startswith(f"blocks.{i}."):
+                zero = k.endswith("attn_output.weight") or k.endswith("ffn_down.weight")
+                grown[k] = torch.zeros_like(v) if zero else v.clone()
+    return grown

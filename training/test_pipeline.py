@@ -11,6 +11,9 @@
      reads the .pt and the GGUF into the same model.
   6. Episodes: a noise-haystack needle is set in RULER's filler line; single_far / single_veryfar needles sit early; a word -> uuid needle's answer tokens decode to its uuid (RULER's format), the
      needle and question are in the sequence, and only the answer (+ EOS) carries the mask.
+  7. Depth growth (train.py --grow-new-layers): a trained model grown by two fresh blocks gives
+     the same logits, the old blocks land at the other indices, and after one optimizer step the
+     fresh blocks' residual projections are no longer zero (they train).
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
 """
 import json, os, struct, subprocess, sys, tempfile
@@ -19,7 +22,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import Config, Llama, apply_rope, causal_attention, rope_tables
+from model import Config, Llama, apply_rope, causal_attention, rope_tables, grow_depth
 
 torch.set_num_threads(1)
 failures = []
@@ -247,6 +250,29 @@ ids, w = maker.kvrecall(rng, 384, 0.0, one_token=True)
 keys = re.findall(r"magic numbers for (\S+) is:", sp.decode([int(t) for t in ids]))
 check(len(keys) >= 2 and all(len(maker.enc("for " + k)) - len(maker.enc("for")) == 1 for k in keys),
       "kvrecall with one_token=True uses only keys that are one token")
+
+# 7. Depth growth ------------------------------------------------------------------------------
+torch.manual_seed(3)
+small_cfg = Config(vocab_size=64, dim=32, n_layers=3, n_heads=4, n_kv_heads=2, ffn_dim=48, max_seq_len=64)
+small = Llama(small_cfg)
+for p_ in small.parameters():  # not the init's zero-ish residual scale: every block must matter
+    p_.data.normal_(0, 0.2)
+big = Llama(Config(**{**small_cfg.to_dict(), "n_layers": 5}))
+big.load_state_dict(grow_depth(big, small.state_dict(), [1, 3]))
+ids = torch.randint(0, 64, (2, 20))
+check(torch.allclose(big(ids), small(ids), atol=1e-5), "a model grown by two fresh blocks gives the same logits")
+check(torch.equal(big.blocks[2].attn_q.weight, small.blocks[1].attn_q.weight)
+      and torch.equal(big.blocks[4].ffn_up.weight, small.blocks[2].ffn_up.weight), "old blocks fill the other indices in order")
+opt_ = torch.optim.AdamW(big.parameters(), lr=1e-3)
+torch.nn.functional.cross_entropy(big(ids).flatten(0, 1), torch.randint(0, 64, (40,))).backward()
+opt_.step()
+check(big.blocks[1].attn_output.weight.abs().sum() > 0 and big.blocks[3].ffn_down.weight.abs().sum() > 0,
+      "the fresh blocks' residual projections train away from zero")
+try:
+    grow_depth(big, small.state_dict(), [1]); bad = False
+except ValueError:
+    bad = True
+check(bad, "a wrong count of new block indices is an error")
 
 print("all checks passed" if not failures else f"{len(failures)} check(s) FAILED")
 sys.exit(1 if failures else 0)

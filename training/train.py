@@ -21,7 +21,7 @@ import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common, data
-from model import Config, Llama
+from model import Config, Llama, grow_depth
 
 
 def stage_at(stages, step):
@@ -114,7 +114,12 @@ def main():
     ap.add_argument("--init-step", type=int, default=0, help="with --init-gguf: start at this step of the curriculum "
                     "(its stage and learning-rate schedule), to go on from a committed weights-only checkpoint "
                     "(training/checkpoints/) when the run's ckpt.pt is gone")
+    ap.add_argument("--grow-new-layers", default=None, help="with --init-gguf: the GGUF has fewer blocks than the "
+                    "curriculum's model; comma-separated indices (in the grown model) of the fresh blocks, which "
+                    "start as the identity (model.grow_depth), the GGUF's blocks fill the other indices in order")
     args = ap.parse_args()
+    if args.grow_new_layers and not args.init_gguf:
+        raise SystemExit("--grow-new-layers goes with --init-gguf")
     if args.init_step and not args.init_gguf:
         raise SystemExit("--init-step goes with --init-gguf")
 
@@ -161,6 +166,11 @@ def main():
     elif args.init_gguf:
         import gguf_import
         state, meta = gguf_import.read_state(args.init_gguf)
+        if args.grow_new_layers:
+            try:
+                state = grow_depth(model, state, [int(i) for i in args.grow_new_layers.split(",")])
+            except ValueError as e:
+                raise SystemExit(f"--grow-new-layers: {e}")
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise SystemExit(f"{args.init_gguf} does not match the curriculum model: missing {missing}, unexpected {unexpected}")
