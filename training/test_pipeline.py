@@ -2,7 +2,8 @@
 """Fast self-checks of the training pipeline (about a minute on one core):
   1. RoPE: apply_rope equals llama.cpp's adjacent-pair rotation written with complex numbers.
   2. GQA/attention: the model's causal attention equals a per-head loop reference.
-  3. Exact resume: 6 steps in one go == 3 steps, checkpoint, resume, 3 more (bit-identical).
+  3. Exact resume: 6 steps in one go == 3 steps, checkpoint, resume, 3 more (bit-identical); a
+     second train.py on a run dir in use stops at once (lock file).
   4. Export: the GGUF written by export_gguf.py parses back (own reader) with the right
      metadata, tensor shapes, and F16 data equal to the checkpoint rounded to f16.
   5. Import (train.py --init-gguf): the GGUF's weights come back and a run starts from them;
@@ -90,6 +91,13 @@ with tempfile.TemporaryDirectory() as tmp:
     run("one")
     run("two", "--stop-at-step", "3")
     run("two")
+    import fcntl
+    with open(os.path.join(tmp, "one", "lock"), "w") as held:  # as if another train.py ran on "one"
+        fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        busy = subprocess.run([sys.executable, os.path.join(HERE, "train.py"), "--curriculum", cf, "--run-dir",
+                               os.path.join(tmp, "one")], capture_output=True, text=True)
+    check(busy.returncode != 0 and "another train.py is using" in busy.stderr,
+          "a second train.py on a run dir in use stops with a clear error")
     a = torch.load(os.path.join(tmp, "one", "ckpt.pt")); b = torch.load(os.path.join(tmp, "two", "ckpt.pt"))
     check(a["step"] == b["step"] == 6 and a["tokens"] == b["tokens"], "resume reaches the same step and token count")
     check(all(torch.equal(a["model"][k], b["model"][k]) for k in a["model"]), "resumed weights are bit-identical to an uninterrupted run")

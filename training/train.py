@@ -13,7 +13,7 @@ Loss per token: answer_weight on answer tokens, text_weight on every other token
 by the sum of weights. Log: RUN_DIR/log.csv (loss vs tokens), RUN_DIR/eval.csv (held-out
 needle accuracy during training).
 """
-import argparse, csv, json, math, os, signal, sys, time
+import argparse, csv, fcntl, json, math, os, signal, sys, time
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -126,6 +126,14 @@ def main():
     torch.set_num_threads(args.threads)
     cur = load_curriculum(args.curriculum)
     os.makedirs(args.run_dir, exist_ok=True)
+    # one train.py per run dir: a second one would trim log.csv to its own resume step and race
+    # the first on ckpt.pt (the twenty-second session did this by accident); the lock is the
+    # kernel's, so it goes away with the process however it ends
+    lock = open(os.path.join(args.run_dir, "lock"), "w")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        raise SystemExit(f"another train.py is using {args.run_dir} (it holds {args.run_dir}/lock)")
     ckpt_path = os.path.join(args.run_dir, "ckpt.pt")
 
     sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
