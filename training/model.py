@@ -95,15 +95,22 @@ class Block(nn.Module):
         self.ffn_up = nn.Linear(c.dim, c.ffn_dim, bias=False)
         self.ffn_down = nn.Linear(c.ffn_dim, c.dim, bias=False)
 
+    def qkv(self, x, cos, sin):
+        """The attention inputs of residual stream x [B, T, dim]: q [B, n_heads, T, d] and k
+        [B, n_kv_heads, T, d] rotated by RoPE, v [B, n_kv_heads, T, d] (KV heads not repeated)."""
+        c = self.c
+        B, T, _ = x.shape
+        h = self.attn_norm(x)
+        q = self.attn_q(h).view(B, T, c.n_heads, c.head_dim).transpose(1, 2)
+        k = self.attn_k(h).view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        v = self.attn_v(h).view(B, T, c.n_kv_heads, c.head_dim).transpose(1, 2)
+        return apply_rope(q, cos, sin), apply_rope(k, cos, sin), v
+
     def forward(self, x, cos, sin):
         c = self.c
         B, T, _ = x.shape
         hd = c.head_dim
-        h = self.attn_norm(x)
-        q = self.attn_q(h).view(B, T, c.n_heads, hd).transpose(1, 2)
-        k = self.attn_k(h).view(B, T, c.n_kv_heads, hd).transpose(1, 2)
-        v = self.attn_v(h).view(B, T, c.n_kv_heads, hd).transpose(1, 2)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        q, k, v = self.qkv(x, cos, sin)
         rep = c.n_heads // c.n_kv_heads
         k = k.repeat_interleave(rep, dim=1)
         v = v.repeat_interleave(rep, dim=1)

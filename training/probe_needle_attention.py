@@ -2,7 +2,8 @@
 """Why does MagicPIG lose more needles at the start of a long haystack than dense attention?
 For held-out single-needle episodes at a given length and needle depths, at the step that
 predicts the answer's first digit, per sparse layer (not 0 or n/2, which MagicPIG keeps
-exact): the most needle-attending head's exact softmax mass on the needle sentence, and the
+exact): the most needle-attending head's exact softmax mass on the needle (its digits and the
+12 tokens before them, "... numbers for KEY is:"), and the
 probability that MagicPIG (K bits, L tables, >= 2 collisions, keys centered by their mean)
 samples that head's most-attended needle key, computed from the key's angle to the query.
 
@@ -16,7 +17,7 @@ import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import checkpoint, common, data
-from model import apply_rope, rope_tables
+from model import rope_tables
 
 
 def sample_probability(cos, K, L):
@@ -51,16 +52,14 @@ def main():
             qpos = int(np.argmax(np.asarray(w) > 0))  # the answer's '▁': its output predicts digit 1
             digits = [t for t in maker.answer_tokens(value) if sp.id_to_piece(t).strip("▁").isdigit()]
             at = [i for i in range(qpos - 40) if ids[i:i + len(digits)] == digits]
-            needle = list(range(at[0] - 12, at[0] + len(digits)))  # "... for KEY is: DIGITS"
+            needle = list(range(at[0] - 12, at[0] + len(digits)))  # "... numbers for KEY is: DIGITS"
             x = torch.tensor([ids[:qpos + 1]])
             T = x.shape[1]
             cos_, sin_ = rope_tables(c.head_dim, torch.arange(T), c.rope_theta)
             h = model.token_embd(x)
             for li, b in enumerate(model.blocks):
                 if li in stats:
-                    hn = b.attn_norm(h)
-                    q = apply_rope(b.attn_q(hn).view(1, T, c.n_heads, c.head_dim).transpose(1, 2), cos_, sin_)
-                    k = apply_rope(b.attn_k(hn).view(1, T, c.n_kv_heads, c.head_dim).transpose(1, 2), cos_, sin_)
+                    q, k, _ = b.qkv(h, cos_, sin_)
                     best = (-1.0, 0.0)
                     for hq in range(c.n_heads):
                         kk, qq = k[0, hq // (c.n_heads // c.n_kv_heads)], q[0, hq, qpos]

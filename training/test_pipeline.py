@@ -17,7 +17,7 @@
      fresh blocks' residual projections are no longer zero (they train).
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
 """
-import json, os, struct, subprocess, sys, tempfile
+import fcntl, json, os, struct, subprocess, sys, tempfile
 import numpy as np
 import torch
 
@@ -91,7 +91,6 @@ with tempfile.TemporaryDirectory() as tmp:
     run("one")
     run("two", "--stop-at-step", "3")
     run("two")
-    import fcntl
     with open(os.path.join(tmp, "one", "lock"), "w") as held:  # as if another train.py ran on "one"
         fcntl.flock(held, fcntl.LOCK_EX | fcntl.LOCK_NB)
         busy = subprocess.run([sys.executable, os.path.join(HERE, "train.py"), "--curriculum", cf, "--run-dir",
