@@ -75,7 +75,7 @@ def export(ckpt_path, out_path, tokenizer_path, name="magicpig-tiny-llama"):
     if sp.vocab_size() != c["vocab_size"]:
         raise SystemExit(f"tokenizer has {sp.vocab_size()} tokens, model {c['vocab_size']}")
     tokens, scores, types = vocab(sp)
-    head_dim = c["dim"] // c["n_heads"]
+    head_dim = c.get("key_length") or c["dim"] // c["n_heads"]
     meta = [
         kv("general.architecture", T_STRING, "llama"),
         kv("general.name", T_STRING, name),
@@ -89,6 +89,10 @@ def export(ckpt_path, out_path, tokenizer_path, name="magicpig-tiny-llama"):
         kv("llama.attention.head_count", T_UINT32, c["n_heads"]),
         kv("llama.attention.head_count_kv", T_UINT32, c["n_kv_heads"]),
         kv("llama.rope.dimension_count", T_UINT32, head_dim),
+    ] + ([  # only when the heads are not dim / n_heads wide (a model grown by heads)
+        kv("llama.attention.key_length", T_UINT32, head_dim),
+        kv("llama.attention.value_length", T_UINT32, head_dim),
+    ] if head_dim * c["n_heads"] != c["dim"] else []) + [
         kv("llama.rope.freq_base", T_FLOAT32, float(c["rope_theta"])),
         kv("llama.attention.layer_norm_rms_epsilon", T_FLOAT32, float(c["norm_eps"])),
         kv("tokenizer.ggml.model", T_STRING, "llama"),

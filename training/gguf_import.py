@@ -71,4 +71,11 @@ def config_dict(meta, state):
             # float32 in the file: 7 significant digits give back the float the config was written from
             "norm_eps": float(f"{meta['llama.attention.layer_norm_rms_epsilon']:.7g}"),
             "rope_theta": float(f"{meta['llama.rope.freq_base']:.7g}"),
-            "max_seq_len": meta["llama.context_length"], "tied_output": "output.weight" not in state}
+            "max_seq_len": meta["llama.context_length"], "tied_output": "output.weight" not in state,
+            "key_length": key_length(meta)}
+
+
+def key_length(meta):
+    """model.Config.key_length: the head dimension if the file gives one other than dim / n_heads, else 0."""
+    kl = meta.get("llama.attention.key_length", 0)
+    return 0 if kl * meta["llama.attention.head_count"] == meta["llama.embedding_length"] else kl

@@ -28,10 +28,13 @@ class Config:
     rope_theta: float = 10000.0
     max_seq_len: int = 4096   # the context length written to GGUF (llama.context_length)
     tied_output: bool = False
+    # the head dimension when it is not dim // n_heads (GGUF llama.attention.key_length): a model
+    # grown by heads (grow_heads) keeps its trained 64-dim heads and adds more of them; 0 = dim // n_heads
+    key_length: int = 0
 
     @property
     def head_dim(self):
-        return self.dim // self.n_heads
+        return self.key_length or self.dim // self.n_heads
 
     def to_dict(self):
         return asdict(self)
@@ -123,7 +126,7 @@ class Block(nn.Module):
 class Llama(nn.Module):
     def __init__(self, c: Config):
         super().__init__()
-        assert c.dim % c.n_heads == 0 and c.n_heads % c.n_kv_heads == 0 and c.head_dim % 2 == 0
+        assert (c.key_length or c.dim % c.n_heads == 0) and c.n_heads % c.n_kv_heads == 0 and c.head_dim % 2 == 0
         self.c = c
         self.token_embd = nn.Embedding(c.vocab_size, c.dim)
         self.blocks = nn.ModuleList(Block(c) for _ in range(c.n_layers))
@@ -191,4 +194,37 @@ def grow_depth(model, state, new_layers):
             if k.startswith(f"blocks.{i}."):
                 zero = k.endswith("attn_output.weight") or k.endswith("ffn_down.weight")
                 grown[k] = torch.zeros_like(v) if zero else v.clone()
+    return grown
+
+
+def grow_heads(model, state):
+    """Load `state` (a trained model with fewer attention heads of model's head_dim and the same GQA
+    group size) into `model`: the old query and KV heads keep their indices, the fresh ones come
+    after them (query head h still reads KV head h // group), and the fresh heads' columns of
+    attn_output are zero, so the grown model computes exactly what the trained one did. Training
+    then grows the fresh heads as grow_depth's fresh blocks grow (their q/k/v are random, their
+    output columns get gradients). Returns the grown state dict; ValueError if the shapes don't fit."""
+    c, hd = model.c, model.c.head_dim
+    grown = dict(state)
+    for k, v in model.state_dict().items():
+        if k not in state:
+            raise ValueError(f"the trained model has no {k} (grow_heads keeps the block count)")
+        old = state[k]
+        if old.shape == v.shape:
+            continue
+        if k.endswith(("attn_q.weight", "attn_k.weight", "attn_v.weight")) and old.shape[1] == v.shape[1] \
+                and old.shape[0] % hd == 0 and old.shape[0] < v.shape[0]:
+            new = v.clone()
+            new[:old.shape[0]] = old
+        elif k.endswith("attn_output.weight") and old.shape[0] == v.shape[0] and old.shape[1] < v.shape[1]:
+            new = torch.zeros_like(v)
+            new[:, :old.shape[1]] = old
+        else:
+            raise ValueError(f"{k}: trained shape {tuple(old.shape)} cannot grow to {tuple(v.shape)}")
+        grown[k] = new
+    b = "blocks.0."
+    old_q, old_kv = state[b + "attn_q.weight"].shape[0] // hd, state[b + "attn_k.weight"].shape[0] // hd
+    if old_q * c.n_kv_heads != old_kv * c.n_heads:
+        raise ValueError(f"the trained model's {old_q} query heads per {old_kv} KV heads are not the grown "
+                         f"model's group {c.n_heads}/{c.n_kv_heads}: the old heads would read other KV heads")
     return grown

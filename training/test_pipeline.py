@@ -15,6 +15,10 @@
   7. Depth growth (train.py --grow-new-layers): a trained model grown by two fresh blocks gives
      the same logits, the old blocks land at the other indices, and after one optimizer step the
      fresh blocks' residual projections are no longer zero (they train).
+  8. Head growth (train.py --grow-heads): a trained model grown from 2 to 4 query heads (1 to 2
+     KV heads, same head_dim) gives the same logits, the fresh heads' output columns train away
+     from zero, a GQA group change is an error; end to end, a grown run exports with
+     llama.attention.key_length and imports back to its config.
   /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
 """
 import fcntl, json, os, struct, subprocess, sys, tempfile
@@ -23,7 +27,7 @@ import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from model import Config, Llama, apply_rope, causal_attention, rope_tables, grow_depth
+from model import Config, Llama, apply_rope, causal_attention, rope_tables, grow_depth, grow_heads
 
 torch.set_num_threads(1)
 failures = []
@@ -175,6 +179,25 @@ with tempfile.TemporaryDirectory() as tmp:
     check(plain[0] == "4" and abs(float(rows[1].split(",")[5]) - float(plain[5]) / 20) < 1e-9,
           "--init-step ramps the rate up again (its first step at 1/20 of the schedule's rate)")
 
+    # 8 (end to end). --grow-heads: the 2-head GGUF grows to 4 query / 2 KV heads of the same
+    # 32 dims (key_length), trains a step, and exports with llama.attention.key_length
+    cf2 = os.path.join(tmp, "cur2.json")
+    json.dump({**cur, "model": {**cur["model"], "n_heads": 4, "n_kv_heads": 2, "key_length": 32}}, open(cf2, "w"))
+    subprocess.run([sys.executable, os.path.join(HERE, "train.py"), "--curriculum", cf2, "--run-dir",
+                    os.path.join(tmp, "heads"), "--init-gguf", g, "--grow-heads", "--stop-at-step", "1",
+                    "--eval-every", "100", "--eval-n", "2"], check=True, capture_output=True, text=True)
+    c = torch.load(os.path.join(tmp, "heads", "ckpt.pt"))
+    check(c["config"]["key_length"] == 32 and c["model"]["blocks.1.attn_q.weight"].shape == (128, 64)
+          and torch.allclose(c["model"]["blocks.1.attn_k.weight"][:32], state["blocks.1.attn_k.weight"], atol=1e-2),
+          "--grow-heads: 4 heads of 32 dims, the trained KV head first")
+    g2 = os.path.join(tmp, "heads.gguf")
+    subprocess.run([sys.executable, os.path.join(HERE, "export_gguf.py"), "--ckpt", os.path.join(tmp, "heads", "ckpt.pt"),
+                    "-o", g2], check=True, capture_output=True)
+    state2, meta2 = gguf_import.read_state(g2)
+    check(meta2.get("llama.attention.key_length") == 32 and meta2.get("llama.attention.value_length") == 32
+          and meta2["llama.rope.dimension_count"] == 32 and gguf_import.config_dict(meta2, state2) == c["config"],
+          "a grown-heads export writes key_length / value_length and imports back to the same config")
+
 # 6. episodes ---------------------------------------------------------------------------------
 import re
 import common, data
@@ -280,6 +303,29 @@ try:
 except ValueError:
     bad = True
 check(bad, "a wrong count of new block indices is an error")
+
+# 8. Head growth -------------------------------------------------------------------------------
+torch.manual_seed(4)
+narrow_cfg = Config(vocab_size=64, dim=32, n_layers=2, n_heads=2, n_kv_heads=1, ffn_dim=48, max_seq_len=64)
+narrow = Llama(narrow_cfg)
+for p_ in narrow.parameters():
+    p_.data.normal_(0, 0.2)
+wide = Llama(Config(**{**narrow_cfg.to_dict(), "n_heads": 4, "n_kv_heads": 2, "key_length": 16}))
+wide.load_state_dict(grow_heads(wide, narrow.state_dict()))
+ids = torch.randint(0, 64, (2, 20))
+check(torch.allclose(wide(ids), narrow(ids), atol=1e-5), "a model grown from 2 to 4 heads gives the same logits")
+check(torch.equal(wide.blocks[1].attn_q.weight[:32], narrow.blocks[1].attn_q.weight)
+      and wide.blocks[1].attn_q.weight[32:].abs().sum() > 0, "old heads keep their rows, fresh heads are random")
+opt_ = torch.optim.AdamW(wide.parameters(), lr=1e-3)
+torch.nn.functional.cross_entropy(wide(ids).flatten(0, 1), torch.randint(0, 64, (40,))).backward()
+opt_.step()
+check(wide.blocks[0].attn_output.weight[:, 32:].abs().sum() > 0, "the fresh heads' output columns train away from zero")
+try:
+    grow_heads(Llama(Config(**{**narrow_cfg.to_dict(), "n_heads": 4, "n_kv_heads": 1, "key_length": 16})),
+               narrow.state_dict()); bad = False
+except ValueError:
+    bad = True
+check(bad, "growing heads with another GQA group size is an error")
 
 print("all checks passed" if not failures else f"{len(failures)} check(s) FAILED")
 sys.exit(1 if failures else 0)

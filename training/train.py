@@ -21,7 +21,7 @@ import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import common, data
-from model import Config, Llama, grow_depth
+from model import Config, Llama, grow_depth, grow_heads
 
 
 def stage_at(stages, step):
@@ -117,7 +117,12 @@ def main():
     ap.add_argument("--grow-new-layers", default=None, help="with --init-gguf: the GGUF has fewer blocks than the "
                     "curriculum's model; comma-separated indices (in the grown model) of the fresh blocks, which "
                     "start as the identity (model.grow_depth), the GGUF's blocks fill the other indices in order")
+    ap.add_argument("--grow-heads", action="store_true", help="with --init-gguf: the GGUF has fewer attention heads "
+                    "(of the curriculum model's head_dim, same GQA group) than the curriculum's model; the fresh "
+                    "heads come after the trained ones and start silent (model.grow_heads)")
     args = ap.parse_args()
+    if args.grow_heads and not args.init_gguf:
+        raise SystemExit("--grow-heads goes with --init-gguf")
     if args.grow_new_layers and not args.init_gguf:
         raise SystemExit("--grow-new-layers goes with --init-gguf")
     if args.init_step and not args.init_gguf:
@@ -152,7 +157,7 @@ def main():
     rewarm = None
     if os.path.exists(ckpt_path):
         ck = torch.load(ckpt_path)
-        if ck["config"] != cfg.to_dict():
+        if {**Config().to_dict(), **ck["config"]} != cfg.to_dict():  # fields added since default
             raise SystemExit(f"checkpoint config {ck['config']} differs from curriculum model {cfg.to_dict()}")
         model.load_state_dict(ck["model"]); opt.load_state_dict(ck["optim"])
         step, tokens, elapsed = ck["step"], ck["tokens"], ck["elapsed"]
@@ -179,6 +184,11 @@ def main():
                 state = grow_depth(model, state, [int(i) for i in args.grow_new_layers.split(",")])
             except ValueError as e:
                 raise SystemExit(f"--grow-new-layers: {e}")
+        if args.grow_heads:
+            try:
+                state = grow_heads(model, state)
+            except ValueError as e:
+                raise SystemExit(f"--grow-heads: {e}")
         missing, unexpected = model.load_state_dict(state, strict=False)
         if missing or unexpected:
             raise SystemExit(f"{args.init_gguf} does not match the curriculum model: missing {missing}, unexpected {unexpected}")

@@ -29,13 +29,19 @@ HParams read_hparams(const gguf::File& f) {
                                                         : hp.n_head;
   hp.n_ff = positive_int(f, a + "feed_forward_length", 1 << 20);
   hp.n_ctx_train = positive_int(f, a + "context_length", 1 << 24);
-  check(hp.n_embd % hp.n_head == 0, f.path() + ": embedding_length " + std::to_string(hp.n_embd) +
-                                        " is not a multiple of head_count " + std::to_string(hp.n_head));
-  hp.head_dim = hp.n_embd / hp.n_head;
   if (f.find(a + "attention.key_length")) {
-    const int kl = positive_int(f, a + "attention.key_length", 1 << 12);
-    check(kl == hp.head_dim, f.path() + ": attention.key_length " + std::to_string(kl) +
-                                 " differs from embedding_length/head_count; not supported");
+    // heads need not be embedding_length / head_count wide (Mistral-Nemo's 128-dim heads in a
+    // 5120 embedding; a model grown by heads): the projections are [n_head * head_dim, n_embd]
+    hp.head_dim = positive_int(f, a + "attention.key_length", 1 << 12);
+    if (f.find(a + "attention.value_length")) {
+      const int vl = positive_int(f, a + "attention.value_length", 1 << 12);
+      check(vl == hp.head_dim, f.path() + ": attention.value_length " + std::to_string(vl) +
+                                   " differs from key_length " + std::to_string(hp.head_dim) + "; not supported");
+    }
+  } else {
+    check(hp.n_embd % hp.n_head == 0, f.path() + ": embedding_length " + std::to_string(hp.n_embd) +
+                                          " is not a multiple of head_count " + std::to_string(hp.n_head));
+    hp.head_dim = hp.n_embd / hp.n_head;
   }
   check(hp.n_head % hp.n_kv_head == 0, f.path() + ": head_count " + std::to_string(hp.n_head) +
                                            " is not a multiple of head_count_kv " + std::to_string(hp.n_kv_head));

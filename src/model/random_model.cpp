@@ -43,7 +43,8 @@ int copy_vocab(const gguf::File& src, gguf::Writer& out) {
 }  // namespace
 
 void write_random_model(const RandomModelSpec& s, const std::string& path) {
-  check(s.n_embd % s.n_head == 0 && s.n_head % s.n_kv_head == 0, "random model: inconsistent head counts");
+  check((s.head_dim > 0 || s.n_embd % s.n_head == 0) && s.n_head % s.n_kv_head == 0 && s.head_dim >= 0,
+        "random model: inconsistent head counts");
   gguf::Writer out;
   int n_vocab = s.n_vocab;
   if (!s.vocab_from.empty()) {
@@ -51,7 +52,8 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
   } else {
     set_placeholder_vocab(out, n_vocab);
   }
-  const int hd = s.n_embd / s.n_head;
+  const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
+  const int64_t q_dim = int64_t(s.n_head) * hd;
   out.set_string("general.architecture", "llama");
   out.set_string("general.name", s.name);
   out.set_u32("llama.context_length", uint32_t(s.n_ctx));
@@ -61,6 +63,10 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
   out.set_u32("llama.rope.dimension_count", uint32_t(hd));
   out.set_u32("llama.attention.head_count", uint32_t(s.n_head));
   out.set_u32("llama.attention.head_count_kv", uint32_t(s.n_kv_head));
+  if (q_dim != s.n_embd) {
+    out.set_u32("llama.attention.key_length", uint32_t(hd));
+    out.set_u32("llama.attention.value_length", uint32_t(hd));
+  }
   out.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
   out.set_f32("llama.rope.freq_base", s.rope_theta);
   out.set_u32("llama.vocab_size", uint32_t(n_vocab));
@@ -104,10 +110,10 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
   for (int l = 0; l < s.n_layer; ++l) {
     const std::string p = "blk." + std::to_string(l) + ".";
     norm(p + "attn_norm.weight");
-    mat(p + "attn_q.weight", s.n_embd, s.n_embd);
+    mat(p + "attn_q.weight", q_dim, s.n_embd);
     mat(p + "attn_k.weight", kv, s.n_embd);
     mat(p + "attn_v.weight", kv, s.n_embd);
-    mat(p + "attn_output.weight", s.n_embd, s.n_embd);
+    mat(p + "attn_output.weight", s.n_embd, q_dim);
     norm(p + "ffn_norm.weight");
     mat(p + "ffn_gate.weight", s.n_ff, s.n_embd);
     mat(p + "ffn_up.weight", s.n_ff, s.n_embd);

@@ -15,6 +15,7 @@ struct RandomModelSpec {
   int n_head = 4;
   int n_kv_head = 2;
   int n_ff = 128;
+  int head_dim = 0;        // 0 = n_embd / n_head; otherwise written as attention.key_length / value_length
   int64_t n_ctx = 2048;
   float rope_theta = 10000.0f;
   bool llama3_rope_scaling = false;  // writes rope_freqs.weight (factor 8, 1, 4, original 8192)

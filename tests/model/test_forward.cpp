@@ -74,6 +74,11 @@ RandomModelSpec spec(int n_head, int n_kv, bool tied, bool llama3, DType t) {
   return s;
 }
 
+RandomModelSpec wide_heads(RandomModelSpec s, int head_dim) {
+  s.head_dim = head_dim;
+  return s;
+}
+
 // Tolerances: the engine stores K/V in bf16 (8 bits of mantissa) or f16 (11 bits) and
 // accumulates in f32; logits are O(1..10).
 INSTANTIATE_TEST_SUITE_P(
@@ -83,7 +88,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gqa4_llama3_f16w", spec(8, 2, true, true, DType::F16), DType::F16, 0.01},
                       // Q8_0 weights: the matvec quantises activations to 8 bits as ggml does
                       // (kernels.h), which the double reference does not.
-                      Case{"gqa_q8_0", spec(4, 1, false, true, DType::Q8_0), DType::F16, 0.08}),
+                      Case{"gqa_q8_0", spec(4, 1, false, true, DType::Q8_0), DType::F16, 0.08},
+                      // heads wider than n_embd / n_head (GGUF attention.key_length): 8 heads of
+                      // 16 in a 64 embedding, as a model grown by heads (training/) has
+                      Case{"key_length_f16", wide_heads(spec(8, 4, false, false, DType::F16), 16), DType::F16, 0.01}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Rope, RotationPreservesNormAndIsRelative) {

@@ -60,6 +60,41 @@ TEST(HParams, ReadsEveryValue) {
   EXPECT_FLOAT_EQ(hp.rms_eps, 1e-6f);
 }
 
+TEST(HParams, KeyLengthSetsTheHeadDimension) {
+  test::TempDir dir;
+  // 4 heads of 32 in a 64 embedding (Mistral-Nemo's form: heads need not be n_embd / n_head wide)
+  const std::string p = write_header(dir, [](gguf::Writer& w) {
+    w.set_u32("llama.attention.key_length", 32);
+    w.set_u32("llama.attention.value_length", 32);
+  });
+  EXPECT_EQ(read_hparams(gguf::File::open(p)).head_dim, 32);
+  // then n_embd need not be a multiple of head_count either
+  const std::string q = write_header(dir, [](gguf::Writer& w) {
+    w.set_u32("llama.attention.head_count", 6);
+    w.set_u32("llama.attention.head_count_kv", 3);
+    w.set_u32("llama.attention.key_length", 16);
+  });
+  EXPECT_EQ(read_hparams(gguf::File::open(q)).head_dim, 16);
+}
+
+TEST(HParams, RefusesValueLengthOtherThanKeyLength) {
+  test::TempDir dir;
+  expect_error(write_header(dir, [](gguf::Writer& w) {
+                 w.set_u32("llama.attention.key_length", 32);
+                 w.set_u32("llama.attention.value_length", 16);
+               }),
+               "value_length 16 differs from key_length 32");
+}
+
+TEST(HParams, RefusesEmbeddingNotAMultipleOfHeadsWithoutKeyLength) {
+  test::TempDir dir;
+  expect_error(write_header(dir, [](gguf::Writer& w) {
+                 w.set_u32("llama.attention.head_count", 6);
+                 w.set_u32("llama.attention.head_count_kv", 3);
+               }),
+               "not a multiple of head_count 6");
+}
+
 TEST(HParams, RefusesUnsupportedArchitecture) {
   test::TempDir dir;
   expect_error(write_header(dir, [](gguf::Writer& w) { w.set_string("general.architecture", "gpt2"); }),
