@@ -5,7 +5,7 @@
      text as PyTorch's greedy decoding of the same ids (weights rounded to f16 as in the file);
   3. when the peer is built (scripts/build_peer.sh), llama.cpp's `llama-simple` (greedy) too.
 
-  /usr/bin/python3 training/check_export.py --ckpt CKPT --gguf FILE [--magicpig build-lead/bin/magicpig] [-n 32]
+  /usr/bin/python3 training/check_export.py --ckpt CKPT --gguf FILE [--magicpig build/bin/magicpig] [-n 32]
 Exit status 0 when every prompt matches.
 """
 import argparse, os, subprocess, sys
@@ -30,7 +30,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--ckpt", required=True)
     ap.add_argument("--gguf", required=True)
-    ap.add_argument("--magicpig", default="build-lead/bin/magicpig")
+    ap.add_argument("--magicpig", default="build/bin/magicpig")
     ap.add_argument("-n", type=int, default=32)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--llama-simple", default=os.path.join(common.CACHE, "llama.cpp", "build", "bin", "llama-simple"),
