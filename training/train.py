@@ -57,7 +57,6 @@ def weighted_loss(logits, targets, mask, answer_weight, text_weight):
 
 
 @torch.no_grad()
-@torch.no_grad()  # without it the 4,096-token evaluation built autograd graphs: ~10 min per 48 episodes
 def needle_accuracy(model, maker, seed, seq_len, n, depths=None, n_distractors=0, batch=8):
     """Exact-answer rate of single-needle episodes with HELD-OUT keys and held-out text.
     Teacher-forced: correct iff the argmax at every answer token (the '▁' and 7 digits) is the
@@ -270,8 +269,9 @@ def main():
                    f"{elapsed:.1f}", f"{a[:,5].sum()/a[:,4].sum():.0f}", args.threads]
             log.writerow(row); logf.flush(); acc = []
             print(" ".join(str(v) for v in row), flush=True)
-        if args.eval_every and (step % args.eval_every == 0 or stage_at(cur["stages"], step) is None
-                                or stage_at(cur["stages"], step)[0] != si):
+        next_stage = stage_at(cur["stages"], step)
+        stage_end = next_stage is None or next_stage[0] != si
+        if args.eval_every and (step % args.eval_every == 0 or stage_end):
             def held_out(nd):  # accuracy, seconds; nan when the episode does not fit this short sequence
                 te = time.time()
                 try:
@@ -289,7 +289,6 @@ def main():
                       f"({dt:.0f}s)", flush=True)
         stop = (args.max_minutes and time.time() - t_session > args.max_minutes * 60) or \
                (args.stop_at_step and step >= args.stop_at_step) or bool(interrupted)
-        stage_end = stage_at(cur["stages"], step) is None or stage_at(cur["stages"], step)[0] != si
         if stop or stage_end or time.time() - t_ckpt > args.ckpt_minutes * 60:
             checkpoint(); t_ckpt = time.time()
         if stage_end:  # keep every stage's final state: a later stage may have to be redone from it
