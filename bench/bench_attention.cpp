@@ -167,7 +167,7 @@ BENCHMARK(BM_DenseDecode)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
-BENCHMARK_CAPTURE(BM_Policy, magicpig, "magicpig")->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_Policy, magicpig, "magicpig")->Arg(32768)->Arg(131072)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Policy, streaming, "streaming")->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Policy, topk, "topk")->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_Policy, quest, "quest")->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();

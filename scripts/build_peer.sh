@@ -41,7 +41,7 @@ for arg in "$@"; do
     esac
 done
 
-for tool in cmake "$CXX" sha256sum git; do
+for tool in cmake "$CXX" sha256sum; do
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
 done
 [ -f "$DUMP_SRC" ] || die "missing $DUMP_SRC"
@@ -66,10 +66,12 @@ CMAKE_OPTS=(
     -DLLAMA_BUILD_UI=OFF
 )
 # llama: the library; test-tokenizer-0: runs the ggml-vocab-*.gguf.inp/.out vectors
-TARGETS=(llama llama-bench llama-tokenize llama-simple test-tokenizer-0)
-EXES=(llama-bench llama-tokenize llama-simple test-tokenizer-0)
+TARGETS=(llama llama-bench llama-tokenize llama-quantize llama-perplexity llama-simple test-tokenizer-0)
+EXES=(llama-bench llama-tokenize llama-quantize llama-perplexity llama-simple test-tokenizer-0)
 
-COMMIT="$(git -C "$SRC" rev-parse HEAD)"
+# fetch_peer.sh records the vendored commit (the sdist carries no usable git checkout)
+COMMIT="$(sed -n 's/^commit=//p' "$SRC/.magicpig-source" 2>/dev/null)"
+[ -n "$COMMIT" ] || die "$SRC/.magicpig-source names no commit (rerun scripts/fetch_peer.sh)"
 stamp_of() { printf '%s\n' "$COMMIT" "$GENERATOR" "${CMAKE_OPTS[*]}" "$*" | sha256sum | cut -d' ' -f1; }
 FULL_STAMP_VALUE="$(stamp_of "${TARGETS[*]}")"
 PEER_STAMP_VALUE="$FULL_STAMP_VALUE"

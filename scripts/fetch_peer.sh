@@ -1,66 +1,82 @@
 #!/usr/bin/env bash
-# Fetch llama.cpp (our peer implementation for cross-checks) and its
-# tokenizer test vectors into the magicpig cache, OUTSIDE the source tree.
+# Fetch llama.cpp (our peer implementation for cross-checks) and its tokenizer test vectors
+# into the magicpig cache, OUTSIDE the source tree.
 #
-# Source: the git bundle shipped inside the npm package node-llama-cpp
-# (npm pack does not run install scripts). Only the npm registry is needed.
+# Source: the source distribution of the PyPI package llama-cpp-python, which vendors
+# llama.cpp under vendor/llama.cpp (pip builds its library from there). The sdist is only
+# downloaded and unpacked: it is never installed, and none of its Python code is run by us.
+# Only PyPI is needed.
 #
-# Idempotent: does nothing if $CACHE/llama.cpp/models/ggml-vocab-llama-spm.gguf
-# already exists.
+# Idempotent: does nothing when $CACHE/llama.cpp/.magicpig-source names the pinned sdist.
 #
 # Env:
-#   MAGICPIG_CACHE         cache dir (default: $HOME/.cache/magicpig)
-#   NODE_LLAMA_CPP_VERSION npm package version (default: 3.21.1)
+#   MAGICPIG_CACHE              cache dir (default: $HOME/.cache/magicpig)
+#   LLAMA_CPP_PYTHON_VERSION    sdist version (default: 0.3.36; another version skips the
+#                               sha256 check, since only the default's hash is pinned here)
 set -euo pipefail
 
 CACHE="${MAGICPIG_CACHE:-$HOME/.cache/magicpig}"
-PKG_VERSION="${NODE_LLAMA_CPP_VERSION:-3.21.1}"
+DEFAULT_VERSION="0.3.36"
+DEFAULT_SHA256="832db0699007f1be95a7e41ef12e88926b02ba836461e36a36372db2760c1a2e"
+VERSION="${LLAMA_CPP_PYTHON_VERSION:-$DEFAULT_VERSION}"
 DEST="$CACHE/llama.cpp"
-MARKER="$DEST/models/ggml-vocab-llama-spm.gguf"
+SOURCE_FILE="$DEST/.magicpig-source"
+DOWNLOADS="$CACHE/downloads"
+SDIST="$DOWNLOADS/llama_cpp_python-$VERSION.tar.gz"
+TOP="llama_cpp_python-$VERSION"
 
 log() { echo "fetch_peer: $*"; }
 die() { echo "fetch_peer: ERROR: $*" >&2; exit 1; }
 
-if [ -f "$MARKER" ]; then
-    log "already present: $DEST (nothing to do)"
+if [ -f "$SOURCE_FILE" ] && grep -qx "sdist=llama-cpp-python==$VERSION" "$SOURCE_FILE" \
+   && [ -f "$DEST/models/ggml-vocab-llama-spm.gguf" ]; then
+    log "already present: $DEST ($(grep '^commit=' "$SOURCE_FILE"); nothing to do)"
     exit 0
 fi
 
-for tool in npm tar git; do
+for tool in python3 tar sha256sum; do
     command -v "$tool" >/dev/null 2>&1 || die "'$tool' not found in PATH"
 done
+mkdir -p "$DOWNLOADS" || die "cannot create $DOWNLOADS"
 
-mkdir -p "$CACHE" || die "cannot create cache dir $CACHE"
-
-if [ -e "$DEST" ]; then
-    log "removing incomplete previous checkout $DEST"
-    rm -rf "$DEST"
+if [ ! -f "$SDIST" ]; then
+    log "downloading the llama-cpp-python==$VERSION sdist from PyPI (~75 MB, not installed)"
+    python3 -m pip download --quiet --no-deps --no-binary :all: \
+        "llama-cpp-python==$VERSION" -d "$DOWNLOADS.tmp.$$" >"$CACHE/llama-cpp-python-download.log" 2>&1 \
+        || { tail -n 20 "$CACHE/llama-cpp-python-download.log" >&2; rm -rf "$DOWNLOADS.tmp.$$";
+             die "pip download llama-cpp-python==$VERSION failed (is PyPI reachable?)"; }
+    [ -f "$DOWNLOADS.tmp.$$/$TOP.tar.gz" ] || die "pip download did not produce $TOP.tar.gz"
+    mv "$DOWNLOADS.tmp.$$/$TOP.tar.gz" "$SDIST"
+    rm -rf "$DOWNLOADS.tmp.$$"
 fi
 
-TMP="$(mktemp -d "${TMPDIR:-/tmp}/magicpig-fetch-peer.XXXXXX")"
+if [ "$VERSION" = "$DEFAULT_VERSION" ]; then
+    have="$(sha256sum "$SDIST" | cut -d' ' -f1)"
+    if [ "$have" != "$DEFAULT_SHA256" ]; then
+        rm -f "$SDIST"
+        die "sha256 of $TOP.tar.gz is $have, expected $DEFAULT_SHA256 (file removed; rerun)"
+    fi
+else
+    log "warning: version $VERSION is not the pinned $DEFAULT_VERSION; its sha256 is not checked"
+fi
+
+TMP="$(mktemp -d "$CACHE/fetch-peer.XXXXXX")"
 trap 'rm -rf "$TMP"' EXIT
+log "unpacking $TOP/vendor/llama.cpp"
+tar -xzf "$SDIST" -C "$TMP" "$TOP/vendor/llama.cpp" "$TOP/.git/modules/vendor/llama.cpp/HEAD" \
+    || die "$TOP.tar.gz has no vendor/llama.cpp (or no record of its commit)"
+COMMIT="$(tr -d '[:space:]' <"$TMP/$TOP/.git/modules/vendor/llama.cpp/HEAD")"
+[[ "$COMMIT" =~ ^[0-9a-f]{40}$ ]] || die "cannot read the vendored llama.cpp commit (got '$COMMIT')"
+SRC_TMP="$TMP/$TOP/vendor/llama.cpp"
+rm -f "$SRC_TMP/.git"  # a submodule pointer into the sdist's .git, meaningless here
+[ -f "$SRC_TMP/models/ggml-vocab-llama-spm.gguf" ] || die "the sdist has no models/ggml-vocab-llama-spm.gguf"
+printf 'sdist=llama-cpp-python==%s\nsha256=%s\ncommit=%s\n' \
+    "$VERSION" "$(sha256sum "$SDIST" | cut -d' ' -f1)" "$COMMIT" >"$SRC_TMP/.magicpig-source"
 
-log "downloading node-llama-cpp@$PKG_VERSION with 'npm pack' (no install scripts run)"
-( cd "$TMP" && npm pack "node-llama-cpp@$PKG_VERSION" >npm-pack.log 2>&1 ) \
-    || { cat "$TMP/npm-pack.log" >&2 || true; die "npm pack node-llama-cpp@$PKG_VERSION failed (is the npm registry reachable?)"; }
-
-TGZ="$TMP/node-llama-cpp-$PKG_VERSION.tgz"
-[ -f "$TGZ" ] || die "npm pack did not produce $TGZ"
-
-log "extracting package/llama/gitRelease.bundle"
-tar -xzf "$TGZ" -C "$TMP" package/llama/gitRelease.bundle \
-    || die "package/llama/gitRelease.bundle not found in $TGZ"
-
-BUNDLE="$TMP/package/llama/gitRelease.bundle"
-log "cloning git bundle into $DEST"
-git -c advice.detachedHead=false clone -q "$BUNDLE" "$DEST.tmp.$$" || { rm -rf "$DEST.tmp.$$"; die "git clone of the bundle failed"; }
-mv "$DEST.tmp.$$" "$DEST"
-
-[ -f "$MARKER" ] || die "clone finished but $MARKER is missing"
-
-REV="$(git -C "$DEST" describe --tags --always 2>/dev/null || git -C "$DEST" rev-parse --short HEAD)"
-log "done: llama.cpp ($REV) in $DEST"
-log "tokenizer test vectors:"
-for f in "$DEST"/models/ggml-vocab-llama-spm.gguf* "$DEST"/models/ggml-vocab-llama-bpe.gguf*; do
-    if [ -e "$f" ]; then echo "  $f"; fi
-done
+if [ -e "$DEST" ]; then
+    log "replacing the earlier checkout $DEST"
+    rm -rf "$DEST"
+fi
+mv "$SRC_TMP" "$DEST"
+log "done: llama.cpp $COMMIT in $DEST"
+log "tokenizer test vectors: $(cd "$DEST/models" && ls ggml-vocab-*.gguf.inp | wc -l) vocabularies"

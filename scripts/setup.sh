@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Installs everything magicpig needs on a fresh Debian 12 (bookworm) machine. Idempotent.
-# Usage: scripts/setup.sh              build + test dependencies, llama.cpp test vectors
-#        scripts/setup.sh --training   also the training stack (Debian's PyTorch, SentencePiece)
+# Usage: scripts/setup.sh              build + test dependencies, llama.cpp and its test vectors
+#        scripts/setup.sh --training   also the training stack (scripts/setup_training.sh:
+#                                      PyTorch 2.x from PyPI in a virtual environment in the cache)
 #        MAGICPIG_SKIP_PEER=1 ...       skip fetching and building llama.cpp (interop and
 #                                       tokenizer-conformance tests then skip)
+# Registries: Debian's packages and PyPI. The CUDA toolkit (nvcc) is used when it is on PATH
+# (MAGICPIG_CUDA=AUTO); nothing here installs it.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -12,16 +15,15 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
   libopenblas-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
-  python3 python3-matplotlib  # matplotlib: eval plots (scripts/plot_attention_error.py)
+  python3 python3-pip python3-matplotlib  # matplotlib: eval plots (scripts/plot_attention_error.py)
 )
-# npm fetches llama.cpp (our cross-check peer). NodeSource's nodejs bundles npm and conflicts
-# with Debian's npm package, so install Debian's only when no npm is on PATH.
-command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
-if [ "${1:-}" = "--training" ]; then
-  # libopenblas0-pthread matters: without it torch's matmul runs ~30x slower here.
-  packages+=(python3-torch python3-numpy python3-sentencepiece sentencepiece libopenblas0-pthread
-             bible-kjv jargon-text)
-fi
+training=0
+for arg in "$@"; do
+  case "$arg" in
+    --training) training=1 ;;
+    *) echo "setup: unknown argument '$arg' (only --training)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${packages[@]}"; do
@@ -38,10 +40,14 @@ else
   echo "setup: all apt packages present"
 fi
 
-# llama.cpp from npm: its tokenizer test vectors, and the library + our llama-dump tool that the
-# interop tests compare against. Built once into ${MAGICPIG_CACHE:-~/.cache/magicpig} (15-35
-# minutes on 2 cores the first time, nothing afterwards).
+# llama.cpp from PyPI's llama-cpp-python sdist (downloaded and unpacked, never installed): its
+# tokenizer test vectors, and the library + our llama-dump tool that the interop tests compare
+# against. Built once into ${MAGICPIG_CACHE:-~/.cache/magicpig} (about 2 minutes on 2 cores
+# for the library, nothing afterwards).
 if [ "${MAGICPIG_SKIP_PEER:-0}" != "1" ]; then
   scripts/build_peer.sh --lib-only
+fi
+if [ "$training" = 1 ]; then
+  scripts/setup_training.sh
 fi
 echo "setup: done"

@@ -73,16 +73,30 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
 
   Rng rng(s.seed);
   auto gaussian = [&rng] { return float(rng.gaussian()); };
-  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
-    const DType t = cols % dtype_block_size(s.type) == 0 ? s.type : DType::F32;
+  // Each row of a matrix has its own stream (seed, matrix number, row), so rows are generated
+  // in parallel and the file is the same for any thread count: an 8B-shaped model takes
+  // minutes on one core, seconds on many.
+  uint64_t n_matrices = 0;
+  auto random_rows = [&](DType t, int64_t rows, int64_t cols, float sd) {
     const size_t rb = dtype_row_bytes(t, cols);
     std::vector<uint8_t> buf(rb * rows);
-    std::vector<float> row(cols);
-    const float sd = s.weight_scale / std::sqrt(float(cols));
-    for (int64_t r = 0; r < rows; ++r) {
-      for (float& x : row) x = gaussian() * sd;
-      kernels::quantize_row(t, row.data(), buf.data() + r * rb, cols);
+    const uint64_t matrix = n_matrices++;
+#pragma omp parallel
+    {
+      std::vector<float> row(cols);
+#pragma omp for schedule(static)
+      for (int64_t r = 0; r < rows; ++r) {
+        uint64_t key = s.seed ^ (matrix << 40) ^ uint64_t(r);
+        Rng row_rng(splitmix64(key));
+        for (float& x : row) x = float(row_rng.gaussian()) * sd;
+        kernels::quantize_row(t, row.data(), buf.data() + r * rb, cols);
+      }
     }
+    return buf;
+  };
+  auto mat = [&](const std::string& name, int64_t rows, int64_t cols) {
+    const DType t = cols % dtype_block_size(s.type) == 0 ? s.type : DType::F32;
+    const std::vector<uint8_t> buf = random_rows(t, rows, cols, s.weight_scale / std::sqrt(float(cols)));
     out.add_tensor(name, t, {cols, rows}, buf.data(), buf.size());
   };
   auto norm = [&](const std::string& name) {
@@ -93,13 +107,7 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
   // The embedding uses unit variance so that activations have a sensible scale at layer 0.
   {
     const DType t = s.n_embd % dtype_block_size(s.type) == 0 ? s.type : DType::F32;
-    const size_t rb = dtype_row_bytes(t, s.n_embd);
-    std::vector<uint8_t> buf(rb * n_vocab);
-    std::vector<float> row(s.n_embd);
-    for (int r = 0; r < n_vocab; ++r) {
-      for (float& x : row) x = gaussian();
-      kernels::quantize_row(t, row.data(), buf.data() + r * rb, s.n_embd);
-    }
+    const std::vector<uint8_t> buf = random_rows(t, n_vocab, s.n_embd, 1.0f);
     out.add_tensor("token_embd.weight", t, {s.n_embd, n_vocab}, buf.data(), buf.size());
   }
   if (s.llama3_rope_scaling) {

@@ -91,7 +91,9 @@ TEST_F(PplModel, SparsePolicyDivergesFromDense) {
   // A window covering the whole prompt is exact up to summation order (float log-probs).
   EXPECT_LT(w.kl_mean, 1e-6);
   EXPECT_EQ(w.top1_agree, 1.0);
-  EXPECT_NEAR(w.ppl, d.ppl, 1e-6 * d.ppl);
+  // On the mean negative log-likelihood: float log-probs of logits this large (ppl ~1e9 on
+  // these sharp random weights) carry ~1e-6 absolute rounding per token.
+  EXPECT_NEAR(std::log(w.ppl), std::log(d.ppl), 1e-5);
   // KL per position is recomputable from its definition's sign: never negative.
   for (double k : s.kl) EXPECT_GE(k, 0.0);
 }

@@ -41,6 +41,7 @@ void print_memory_plan(const Model& model, const SequenceOptions& so);
 
 int cmd_run(int argc, char** argv);
 int cmd_info(int argc, char** argv);
+int cmd_devices(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_bench(int argc, char** argv);

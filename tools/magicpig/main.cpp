@@ -15,6 +15,7 @@ void usage() {
       "commands:\n"
       "  run        generate text from a prompt (dense or sparse decode attention)\n"
       "  info       describe a GGUF model\n"
+      "  devices    list the CUDA devices this build can use\n"
       "  tokenize   print the token ids of a text\n"
       "  convert    convert a llama2.c checkpoint to GGUF\n"
       "  bench      llama-bench-style speed tables per attention policy and depth\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   try {
     if (!std::strcmp(cmd, "run")) return mp::cli::cmd_run(argc, argv);
     if (!std::strcmp(cmd, "info")) return mp::cli::cmd_info(argc, argv);
+    if (!std::strcmp(cmd, "devices")) return mp::cli::cmd_devices(argc, argv);
     if (!std::strcmp(cmd, "tokenize")) return mp::cli::cmd_tokenize(argc, argv);
     if (!std::strcmp(cmd, "convert")) return mp::cli::cmd_convert(argc, argv);
     if (!std::strcmp(cmd, "bench")) return mp::cli::cmd_bench(argc, argv);
