@@ -11,10 +11,10 @@
 
 #include "common/error.h"
 #include "common/half.h"
-#include "convert/codellama_vocab.h"
 #include "convert/gguf_stream.h"
 #include "convert/safetensors.h"
 #include "convert/spm_model.h"
+#include "convert/tokenizer_keys.h"
 #include "kernels/kernels.h"
 
 namespace mp::convert {

@@ -1,5 +1,5 @@
-// Converter from a Hugging Face Llama checkpoint (config.json + *.safetensors, as written by
-// scripts/codellama_extract.py) to a GGUF `llama` model, streamed tensor by tensor.
+// Converter from a Hugging Face Llama checkpoint (config.json + *.safetensors) to a GGUF
+// `llama` model, streamed tensor by tensor.
 #pragma once
 #include <cstdint>
 #include <optional>
@@ -27,9 +27,9 @@ struct HfConvertOptions {
   std::string output;        // .gguf
   DType type = DType::Q8_0;  // F32, F16, BF16, Q8_0, Q4_0
   // Tokenizer: GGUF whose tokenizer.ggml.* keys are copied (e.g. ggml-vocab-llama-spm.gguf);
-  // its token count must equal vocab_size, or be 32000 with vocab_size 32016 (CodeLlama: the 16
-  // extra pieces are appended, see codellama_vocab.h). Empty: DIR/tokenizer.model if present,
-  // else $MAGICPIG_CACHE (default ~/.cache/magicpig)/llama.cpp/models/ggml-vocab-llama-spm.gguf.
+  // its token count must equal vocab_size (see tokenizer_keys.h). Empty: DIR/tokenizer.model
+  // if present, else $MAGICPIG_CACHE (default ~/.cache/magicpig)/llama.cpp/models/
+  // ggml-vocab-llama-spm.gguf.
   std::string vocab;
   std::string name;          // general.name; default: the directory's name
   int n_threads = 2;

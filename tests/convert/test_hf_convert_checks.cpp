@@ -1,13 +1,14 @@
 // convert_hf_llama: output tensor table (names, shapes, types), metadata, refusals of bad
-// checkpoints, and the CodeLlama vocabulary built from llama.cpp's Llama-2 SPM vocabulary.
+// checkpoints, and the tokenizer keys copied from a vocabulary GGUF (a placeholder one, and
+// llama.cpp's Llama-2 SPM vocabulary when the peer cache has it).
 #include <gtest/gtest.h>
 
 #include <filesystem>
 
 #include "common/error.h"
-#include "convert/codellama_vocab.h"
 #include "convert/gguf_stream.h"
 #include "convert/hf_llama.h"
+#include "convert/tokenizer_keys.h"
 #include "gguf/gguf.h"
 #include "kernels/kernels.h"
 #include "engine/sequence.h"
@@ -201,42 +202,64 @@ TEST(HfConvertChecks, RefusesAVocabularyOfAnotherSize) {
   }
 }
 
-// The CodeLlama vocabulary: llama.cpp's Llama-2 SPM vocabulary (peer cache) + 16 pieces.
-TEST(HfConvertChecks, CodeLlamaVocabularyExtendsLlama2Spm) {
+// copy_vocab into a file of its own, read back.
+gguf::File copied_vocab(test::TempDir& d, const std::string& vocab, int64_t n_vocab) {
+  GgufStreamWriter w;
+  copy_vocab(vocab, n_vocab, w);
+  w.begin(d.file("copied.gguf"));
+  w.finish();
+  return gguf::File::open(d.file("copied.gguf"));
+}
+
+// Every tokenizer.ggml.* key of src is in f with the same value, and f has no other key.
+void expect_same_tokenizer_keys(const gguf::File& f, const gguf::File& src) {
+  size_t n = 0;
+  for (const auto& [k, v] : src.metadata()) {
+    if (k.rfind("tokenizer.ggml.", 0) != 0) continue;
+    ++n;
+    const gguf::Value* c = f.find(k);
+    ASSERT_NE(c, nullptr) << k;
+    EXPECT_EQ(c->type, v.type) << k;
+    EXPECT_EQ(c->elem, v.elem) << k;
+    EXPECT_EQ(c->i, v.i) << k;
+    EXPECT_EQ(c->f, v.f) << k;
+    EXPECT_EQ(c->s, v.s) << k;
+    EXPECT_EQ(c->strs, v.strs) << k;
+    EXPECT_EQ(c->ints, v.ints) << k;
+    EXPECT_EQ(c->floats, v.floats) << k;
+  }
+  EXPECT_GT(n, 3u);
+  EXPECT_EQ(f.metadata().size(), n);  // general.* and the rest stay behind
+}
+
+TEST(HfConvertChecks, CopiesEveryTokenizerKeyOfAVocabulary) {
+  test::TempDir d;
+  test::write_placeholder_vocab(d.file("v.gguf"), 300);
+  const gguf::File src = gguf::File::open(d.file("v.gguf"));
+  ASSERT_NE(src.find("general.architecture"), nullptr);
+  expect_same_tokenizer_keys(copied_vocab(d, d.file("v.gguf"), 300), src);
+}
+
+// llama.cpp's Llama-2 SPM vocabulary (peer cache), the default when a checkpoint has no
+// tokenizer.model: copied as it is, and only for a model of its 32000 tokens.
+TEST(HfConvertChecks, CopiesTheLlama2SpmVocabulary) {
   const std::string spm = default_vocab_path();
   if (!std::filesystem::exists(spm)) {
     if (test::peer_required()) FAIL() << spm << " is missing";
     GTEST_SKIP() << spm << " not present (scripts/fetch_peer.sh)";
   }
-  GgufStreamWriter w;
-  copy_vocab(spm, 32016, w);
   test::TempDir d;
-  w.begin(d.file("v.gguf"));
-  w.finish();
-  const gguf::File f = gguf::File::open(d.file("v.gguf")), src = gguf::File::open(spm);
-  const auto& toks = f.find("tokenizer.ggml.tokens")->strs;
-  ASSERT_EQ(toks.size(), 32016u);
-  for (size_t i = 0; i < 32000; ++i) ASSERT_EQ(toks[i], src.find("tokenizer.ggml.tokens")->strs[i]);
-  EXPECT_EQ(toks[32007], "\u2581<PRE>");
-  EXPECT_EQ(toks[32008], "\u2581<SUF>");
-  EXPECT_EQ(toks[32009], "\u2581<MID>");
-  EXPECT_EQ(toks[32010], "\u2581<EOT>");
-  EXPECT_EQ(f.get_int("tokenizer.ggml.eot_token_id"), 32010);
-  EXPECT_EQ(f.get_int("tokenizer.ggml.prefix_token_id"), 32007);
-  const auto& scores = f.find("tokenizer.ggml.scores")->floats;
-  ASSERT_EQ(scores.size(), 32016u);
-  for (size_t i = 300; i < 32000; i += 997) EXPECT_EQ(scores[i], -double(i - 259)) << i;
-  EXPECT_EQ(scores[32000], -1e9);
-  EXPECT_EQ(scores[32015], double(-1e18f));
-  EXPECT_EQ(f.find("tokenizer.ggml.token_type")->ints.size(), 32016u);
-  // Every tokenizer.ggml.* key of the source is carried over.
-  for (const auto& [k, v] : src.metadata()) {
-    if (k.rfind("tokenizer.ggml.", 0) == 0) {
-      EXPECT_NE(f.find(k), nullptr) << k;
-    }
-  }
+  const gguf::File src = gguf::File::open(spm), f = copied_vocab(d, spm, 32000);
+  expect_same_tokenizer_keys(f, src);
+  EXPECT_EQ(f.find("tokenizer.ggml.tokens")->strs.size(), 32000u);
   EXPECT_EQ(f.get_string("tokenizer.ggml.model"), "llama");
-  EXPECT_THROW(copy_vocab(spm, 32017, w), Error);
+  GgufStreamWriter w;
+  try {
+    copy_vocab(spm, 32016, w);
+    ADD_FAILURE() << "accepted 32000 tokens for a model of 32016";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("has 32000 tokens but the model has 32016"), std::string::npos) << e.what();
+  }
 }
 
 }  // namespace

@@ -1,13 +1,8 @@
-// The SentencePiece model reader on hand-encoded protobuf bytes, and on CodeLlama's real
-// tokenizer.model when scripts/codellama_extract.py has put it in the cache: the vocabulary
-// built from it must equal the fallback (llama.cpp's Llama-2 SPM vocabulary + 16 pieces).
+// The SentencePiece model reader on hand-encoded protobuf bytes, and convert --hf taking a
+// checkpoint's own tokenizer.model.
 #include <gtest/gtest.h>
 
-#include <filesystem>
-
 #include "common/error.h"
-#include "convert/codellama_vocab.h"
-#include "convert/gguf_stream.h"
 #include "convert/hf_llama.h"
 #include "convert/spm_model.h"
 #include "gguf/gguf.h"
@@ -107,36 +102,6 @@ TEST(SpmModel, ConvertTakesTheCheckpointsOwnTokenizerModel) {
   } catch (const Error& e) {
     EXPECT_NE(std::string(e.what()).find("model type 1 is not supported"), std::string::npos) << e.what();
   }
-}
-
-std::string cached_tokenizer_model() {
-  return (test::peer_cache() / "codellama" / "hf" / "tokenizer.model").string();
-}
-
-TEST(SpmModel, CodeLlamaTokenizerEqualsTheLlama2VocabularyPlus16Pieces) {
-  const std::string model = cached_tokenizer_model(), spm = default_vocab_path();
-  if (!std::filesystem::exists(model) || !std::filesystem::exists(spm))
-    GTEST_SKIP() << "needs " << model << " (scripts/codellama_extract.py) and " << spm;
-  const SpmModel m = read_spm_model(model);
-  ASSERT_EQ(m.pieces.size(), 32016u);
-  EXPECT_EQ(m.model_type, 2);
-  EXPECT_TRUE(m.byte_fallback);
-  GgufStreamWriter a, b;
-  set_spm_vocab(m, 32016, model, true, false, a);
-  copy_vocab(spm, 32016, b);
-  test::TempDir d;
-  for (auto [w, f] : {std::pair{&a, "a.gguf"}, std::pair{&b, "b.gguf"}}) {
-    w->begin(d.file(f));
-    w->finish();
-  }
-  const gguf::File fa = gguf::File::open(d.file("a.gguf")), fb = gguf::File::open(d.file("b.gguf"));
-  EXPECT_EQ(fa.find("tokenizer.ggml.tokens")->strs, fb.find("tokenizer.ggml.tokens")->strs);
-  EXPECT_EQ(fa.find("tokenizer.ggml.scores")->floats, fb.find("tokenizer.ggml.scores")->floats);
-  EXPECT_EQ(fa.find("tokenizer.ggml.token_type")->ints, fb.find("tokenizer.ggml.token_type")->ints);
-  for (const char* k : {"tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.unknown_token_id",
-                        "tokenizer.ggml.eot_token_id", "tokenizer.ggml.prefix_token_id"})
-    EXPECT_EQ(fa.get_int(k), fb.get_int(k)) << k;
-  EXPECT_EQ(fa.get_bool("tokenizer.ggml.add_bos_token"), fb.get_bool("tokenizer.ggml.add_bos_token"));
 }
 
 }  // namespace

@@ -27,9 +27,8 @@ int cmd_convert(int argc, char** argv) {
          "*.safetensors, --hf) or a llama2.c checkpoint (run.c format, --llama2c).");
   a.value({"--hf"}, "DIR", "Hugging Face Llama checkpoint directory (config.json, *.safetensors)",
           [&](const std::string& v) { h.dir = v; });
-  a.value({"--vocab"}, "FILE", "--hf: GGUF whose tokenizer.ggml.* keys are copied (default: DIR/tokenizer.model "
-          "if present, else llama.cpp's ggml-vocab-llama-spm.gguf in the peer cache, extended by CodeLlama's 16 "
-          "pieces when the model has 32016 tokens)",
+  a.value({"--vocab"}, "FILE", "--hf: GGUF whose tokenizer.ggml.* keys are copied, with as many tokens as the model "
+          "(default: DIR/tokenizer.model if present, else llama.cpp's ggml-vocab-llama-spm.gguf in the peer cache)",
           [&](const std::string& v) { h.vocab = v; });
   a.value({"--llama2c"}, "FILE", "llama2.c checkpoint (model.bin)", [&](const std::string& v) { o.checkpoint = v; });
   a.value({"--tokenizer"}, "FILE", "--llama2c: tokenizer.bin (default: a byte-fallback placeholder vocabulary)",
