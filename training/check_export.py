@@ -1,19 +1,19 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Check an exported GGUF against the PyTorch model it came from, through our engine:
   1. `magicpig tokenize` gives the same ids as SentencePiece ([BOS] + encode(prompt));
   2. `magicpig run --temp 0` (dense attention, f16 KV cache) continues the prompt with the same
      text as PyTorch's greedy decoding of the same ids (weights rounded to f16 as in the file);
   3. when the peer is built (scripts/build_peer.sh), llama.cpp's `llama-simple` (greedy) too.
 
-  /usr/bin/python3 training/check_export.py --ckpt CKPT --gguf FILE [--magicpig build/bin/magicpig] [-n 32]
+  python3 training/check_export.py --ckpt CKPT --gguf FILE [--magicpig build/bin/magicpig] [-n 32]
 Exit status 0 when every prompt matches.
 """
 import argparse, os, subprocess, sys
+import common  # first: it runs this script in the training environment (common.py)
 import torch
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common
 import checkpoint
 
 PROMPTS = [

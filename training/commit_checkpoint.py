@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Copy a run's weights into the repository (training/checkpoints/NAME.gguf + NAME.json) so the
 run can go on in a later session even when the cache (and its ckpt.pt) is gone:
 
-  /usr/bin/python3 training/commit_checkpoint.py --run-dir $CACHE/training/run10 \\
+  python3 training/commit_checkpoint.py --run-dir $CACHE/training/run10 \\
       --curriculum training/curriculum_v18.json --name run10 [--resume-curriculum LATER.json]
 
 The GGUF holds F16 matrices and F32 norms (export_gguf.py), not the AdamW moments; the JSON
@@ -10,6 +10,7 @@ says which curriculum and step it is and the command that resumes it (train.py -
 --init-step), which starts a fresh optimizer at that step's stage and learning rate.
 """
 import argparse, json, os, subprocess, sys
+import common  # first: it runs this script in the training environment (common.py)
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -37,7 +38,7 @@ rel = lambda path: os.path.relpath(os.path.abspath(path), os.path.dirname(HERE))
 cur = rel(args.curriculum)
 meta = {"run": args.name, "curriculum": cur, "step": ck["step"], "tokens_this_run": ck["tokens"],
         "train_seconds_this_run": round(ck["elapsed"]),
-        "resume": f"/usr/bin/python3 training/train.py --curriculum {rel(resume_cur)} --run-dir $CACHE/training/{args.name} "
+        "resume": f"python3 training/train.py --curriculum {rel(resume_cur)} --run-dir $CACHE/training/{args.name} "
                   f"--threads 2 --init-gguf training/checkpoints/{args.name}.gguf --init-step {ck['step']}"}
 # A resume into a curriculum that is already over would only print "curriculum finished".
 if ck["step"] >= sum(s["steps"] for s in load_curriculum(resume_cur)["stages"]):

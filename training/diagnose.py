@@ -1,15 +1,17 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Per-episode-kind diagnosis of a checkpoint on HELD-OUT text and keys: answer loss, answer
 token accuracy and exact-answer rate for each kind at one sequence length.
 
-  /usr/bin/python3 training/diagnose.py CKPT.pt|MODEL.gguf [SEQ_LEN=128]
+  python3 training/diagnose.py CKPT.pt|MODEL.gguf [SEQ_LEN=128]
 
 Shows which skill a stage gained or lost (e.g. run5: randcopy_gap64 at chance while the
 fixed-distance copy looked solved; the needle skill lost after hay256).
 """
-import sys, torch, numpy as np, sentencepiece as spm
-sys.path.insert(0, __import__('os').path.dirname(__import__('os').path.abspath(__file__)))
-import checkpoint, common, data
+import os, sys
+import common  # first: it runs this script in the training environment (common.py)
+import torch, numpy as np, sentencepiece as spm
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import checkpoint, data
 import torch.nn.functional as F
 torch.set_num_threads(1)
 m, info = checkpoint.load(sys.argv[1])

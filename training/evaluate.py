@@ -1,8 +1,8 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Evaluate a checkpoint (.pt) or an exported GGUF: needle retrieval on HELD-OUT key words and
 held-out haystack text, and held-out perplexity per corpus.
 
-  /usr/bin/python3 training/evaluate.py --ckpt CKPT --lengths 128,256,512 [--depths 10] [--n 10]
+  python3 training/evaluate.py --ckpt CKPT --lengths 128,256,512 [--depths 10] [--n 10]
       [--multikey] [--ppl-tokens 16384] [--greedy] [--json out.json]
 
 Needle accuracy = fraction of exact 7-digit answers. Default scoring is teacher-forced: a
@@ -13,13 +13,14 @@ of the equivalence). Depths: needle position as a fraction of the haystack, `--d
 K evenly spaced values from 0 to 1.
 """
 import argparse, json, math, os, re, sys, time
+import common  # first: it runs this script in the training environment (common.py)
 import numpy as np
 import torch
 import torch.nn.functional as F
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import checkpoint, common, data
+import checkpoint, data
 from train import needle_accuracy
 
 

@@ -1,20 +1,20 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Export a training checkpoint to GGUF (architecture `llama`, F16 matrices, F32 norms,
 SentencePiece vocabulary embedded as tokenizer.ggml.model=llama).
 
-  /usr/bin/python3 training/export_gguf.py --ckpt $CACHE/training/run1/ckpt.pt -o model.gguf
+  python3 training/export_gguf.py --ckpt $CACHE/training/run1/ckpt.pt -o model.gguf
 
 Self-contained GGUF v3 writer (no gguf-py needed). The model is trained in llama.cpp's RoPE
 layout (adjacent pairs), so W_q/W_k are written as they are (no permutation).
 Tensor shapes: a PyTorch [rows, cols] matrix is a ggml tensor with ne = [cols, rows].
 """
 import argparse, os, struct, sys
+import common  # first: it runs this script in the training environment (common.py)
 import numpy as np
 import torch
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common
 
 GGUF_MAGIC = b"GGUF"
 T_UINT32, T_INT32, T_FLOAT32, T_BOOL, T_STRING, T_ARRAY = 4, 5, 6, 7, 8, 9

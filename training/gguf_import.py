@@ -79,3 +79,28 @@ def key_length(meta):
     """model.Config.key_length: the head dimension if the file gives one other than dim / n_heads, else 0."""
     kl = meta.get("llama.attention.key_length", 0)
     return 0 if kl * meta["llama.attention.head_count"] == meta["llama.embedding_length"] else kl
+
+
+def read_vocab(path):
+    """(pieces, scores, types) of a GGUF's SentencePiece vocabulary (tokenizer.ggml.tokens /
+    scores / token_type, as export_gguf.py writes them; types use SentencePiece's numbering)."""
+    b = open(path, "rb").read()
+    if b[:4] != b"GGUF":
+        raise ValueError(f"{path}: not a GGUF file")
+    _, _, n_kv = struct.unpack_from("<IQQ", b, 4)
+    o, want, got = 24, ("tokenizer.ggml.tokens", "tokenizer.ggml.scores", "tokenizer.ggml.token_type"), {}
+    for _ in range(n_kv):
+        k, o = _read_str(b, o)
+        t, = struct.unpack_from("<I", b, o); o += 4
+        if k in want and t == 9:
+            et, n = struct.unpack_from("<IQ", b, o); o += 12
+            vals = []
+            for _ in range(n):
+                v, o = (_read_str(b, o) if et == 8 else _skip_value(b, o, et))
+                vals.append(v)
+            got[k] = vals
+        else:
+            _, o = _skip_value(b, o, t)
+    if any(k not in got for k in want) or len({len(got[k]) for k in want}) != 1:
+        raise ValueError(f"{path}: no complete tokenizer.ggml.tokens / scores / token_type arrays")
+    return got[want[0]], got[want[1]], got[want[2]]

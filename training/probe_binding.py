@@ -1,12 +1,12 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Probe whether key binding can form: train a checkpoint (or a fresh model) on associative
 recall alone (`kvrecall`, no haystack) at one short length, and print, every 100 steps, the
 held-out exact-answer and first-digit rates per question. The first digit is the token that
 needs the key (later digits can be copied from the chosen needle); chance is about 1/needles.
 
-  /usr/bin/python3 training/probe_binding.py CKPT|fresh OUT.pt [--lr 1e-3] [--seq-len 128]
+  python3 training/probe_binding.py CKPT|fresh OUT.pt [--lr 1e-3] [--seq-len 128]
       [--batch 32] [--minutes 20] [--one-token] [--threads 1]
-  /usr/bin/python3 training/probe_binding.py CKPT.pt|MODEL.gguf --eval [--n 128]
+  python3 training/probe_binding.py CKPT.pt|MODEL.gguf --eval [--n 128]
       (measure only: the three settings of training/README.md's recall tables — one-token keys
       at 128 and 192 tokens, word keys at 192)
 
@@ -15,9 +15,10 @@ loaded) and holds the rate constant after 20 warm-up steps. Results: training/RE
 "Experiments, eleventh session".
 """
 import argparse, os, sys, time
+import common  # first: it runs this script in the training environment (common.py)
 import numpy as np, sentencepiece as spm, torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import checkpoint, common, data
+import checkpoint, data
 from model import Config, Llama
 from train import weighted_loss
 

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Why does MagicPIG lose more needles at the start of a long haystack than dense attention?
 For held-out single-needle episodes at a given length and needle depths, at the step that
 predicts the answer's first digit, per sparse layer (not 0 or n/2, which MagicPIG keeps
@@ -7,16 +7,17 @@ exact): the most needle-attending head's exact softmax mass on the needle (its d
 probability that MagicPIG (K bits, L tables, >= 2 collisions, keys centered by their mean)
 samples that head's most-attended needle key, computed from the key's angle to the query.
 
-  /usr/bin/python3 training/probe_needle_attention.py GGUF_OR_PT [--length 4096] [--n 8]
+  python3 training/probe_needle_attention.py GGUF_OR_PT [--length 4096] [--n 8]
 """
 import argparse, math, os, sys
+import common  # first: it runs this script in the training environment (common.py)
 import numpy as np
 import torch
 import torch.nn.functional as F
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import checkpoint, common, data
+import checkpoint, data
 from model import rope_tables
 
 

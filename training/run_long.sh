@@ -8,8 +8,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${MAGICPIG_CACHE:-$HOME/.cache/magicpig}"
 RUN_DIR="${RUN_DIR:-$CACHE/training/run1}"
-PY=/usr/bin/python3   # Debian's python with python3-torch; not the pyenv python3 on PATH
-[ -x "$PY" ] || { echo "run_long: $PY not found (apt-get install python3-torch ...)" >&2; exit 1; }
+PY="$CACHE/venv-training/bin/python"   # the training environment (PyTorch 2.x, CPU)
+[ -x "$PY" ] || { echo "run_long: $PY not found: run scripts/setup.sh --training" >&2; exit 1; }
+mkdir -p "$RUN_DIR"   # for tee, which opens stdout.txt before train.py makes the directory
 [ -f "$RUN_DIR/ckpt.pt" ] || echo "run_long: no checkpoint in $RUN_DIR: starting from scratch (short stages first)"
 "$PY" training/train.py --curriculum training/curriculum_long.json --run-dir "$RUN_DIR" \
     --threads "${THREADS:-2}" --max-minutes "${MAX_MINUTES:-150}" --ckpt-minutes 10 \

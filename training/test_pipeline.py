@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Fast self-checks of the training pipeline (about a minute on one core):
   1. RoPE: apply_rope equals llama.cpp's adjacent-pair rotation written with complex numbers.
   2. GQA/attention: the model's causal attention equals a per-head loop reference.
@@ -19,9 +19,10 @@
      KV heads, same head_dim) gives the same logits, the fresh heads' output columns train away
      from zero, a GQA group change is an error; end to end, a grown run exports with
      llama.attention.key_length and imports back to its config.
-  /usr/bin/python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
+  python3 training/test_pipeline.py     (needs the tokenizer and token arrays)
 """
 import fcntl, json, os, struct, subprocess, sys, tempfile
+import common  # first: it runs this script in the training environment (common.py)
 import numpy as np
 import torch
 
@@ -200,7 +201,7 @@ with tempfile.TemporaryDirectory() as tmp:
 
 # 6. episodes ---------------------------------------------------------------------------------
 import re
-import common, data
+import data
 import sentencepiece as spm
 sp = spm.SentencePieceProcessor(model_file=common.tokenizer_model())
 maker = data.EpisodeMaker(sp, "train")

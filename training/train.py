@@ -1,7 +1,7 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Train the small Llama on text + synthetic retrieval episodes, following a curriculum file.
 
-  /usr/bin/python3 training/train.py --curriculum training/curriculum_short.json \
+  python3 training/train.py --curriculum training/curriculum_short.json \
       --run-dir $CACHE/training/run1 [--threads 2] [--max-minutes 30]
 
 SIGTERM / Ctrl-C: finishes the current step, writes the checkpoint, exits.
@@ -14,13 +14,14 @@ by the sum of weights. Log: RUN_DIR/log.csv (loss vs tokens), RUN_DIR/eval.csv (
 needle accuracy during training).
 """
 import argparse, csv, fcntl, json, math, os, signal, sys, time
+import common  # first: it runs this script in the training environment (common.py)
 import numpy as np
 import torch
 import torch.nn.functional as F
 import sentencepiece as spm
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-import common, data
+import data
 from model import Config, Llama, grow_depth, grow_heads
 
 
