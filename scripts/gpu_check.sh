@@ -12,13 +12,16 @@
 #   3. the CPU kernel and attention test suites on this CPU (its ISA may differ from ours)
 #   4. bench_attention at 128k context: dense and magicpig decode attention, 2, 8, 16 threads
 #   5. CPU-only decode of a random Llama-3.1-8B-shaped model (32 layers, Q8_0), dense and
-#      magicpig, at 16k-96k (GPU_CHECK_DEPTHS) on all cores
+#      magicpig, at 16k and 96k (GPU_CHECK_DEPTHS) on all cores
 # GPU_CHECK_QUICK=1 shrinks steps 4-5 to seconds (to try the script on a machine without a GPU).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT="${OUT:-/tmp/gpu_check}"
-mkdir -p "$OUT"
-LOG="$OUT/gpu_check.log"
+# The device tool returns at most 8 files: every step writes into RAW, and RAW is packed into
+# $OUT/gpu_check.tar.gz after each step, so a run cut short still returns what it measured.
+RAW="${GPU_CHECK_RAW:-/tmp/gpu_check_raw}"
+mkdir -p "$OUT" "$RAW"
+LOG="$RAW/gpu_check.log"
 QUICK="${GPU_CHECK_QUICK:-0}"
 NPROC=$(nproc)
 log() { echo "[$(date +%H:%M:%S)] $*" | tee -a "$LOG"; }
@@ -26,9 +29,10 @@ step() {  # step NAME SECONDS CMD...: runs CMD with a time limit, output to $OUT
   local name=$1 secs=$2; shift 2
   log "step $name (limit ${secs}s): $*"
   local t0=$SECONDS
-  timeout "$secs" "$@" >"$OUT/$name.txt" 2>&1
+  timeout "$secs" "$@" >"$RAW/$name.txt" 2>&1
   local rc=$?
   log "step $name: rc=$rc in $((SECONDS - t0))s"
+  tar czf "$OUT/gpu_check.tar.gz" -C "$RAW" .
   return 0
 }
 
@@ -38,7 +42,7 @@ if [ -n "${1:-}" ]; then
 else
   log "building with CUDA (sm_90) in build-gpu"
   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGICPIG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90 \
-    >"$OUT/build.txt" 2>&1 && cmake --build build-gpu -j"$NPROC" >>"$OUT/build.txt" 2>&1 \
+    >"$RAW/build.txt" 2>&1 && cmake --build build-gpu -j"$NPROC" >>"$RAW/build.txt" 2>&1 \
     || { log "build failed (see build.txt)"; exit 1; }
   BIN=build-gpu/bin
 fi
@@ -51,8 +55,8 @@ fi
   grep -o -w -E 'avx2|avx512f|avx512_bf16|avx512_vnni|amx_tile' /proc/cpuinfo | sort | uniq -c
   free -g
   uname -a
-} >"$OUT/machine.txt" 2>&1
-log "machine: $(head -2 "$OUT/machine.txt" | tail -1)"
+} >"$RAW/machine.txt" 2>&1
+log "machine: $(head -2 "$RAW/machine.txt" | tail -1)"
 
 # 2. CUDA
 step devices 60 "$BIN/magicpig" devices --check
@@ -69,19 +73,20 @@ for t in 2 8 16; do
   BENCH_THREADS=$t step "bench_attention_t$t" 240 "$BIN/bench_attention" \
     --benchmark_filter="BM_DenseDecode/$ctx/|BM_Policy/magicpig/$ctx/" \
     --benchmark_repetitions=$reps --benchmark_counters_tabular=true \
-    --benchmark_out="$OUT/bench_attention_t$t.json" --benchmark_out_format=json
+    --benchmark_out="$RAW/bench_attention_t$t.json" --benchmark_out_format=json
 done
 
 # 5. CPU-only decode of an 8B-shaped model
-layers=32; depths="${GPU_CHECK_DEPTHS:-16384,32768,65536,98304}"; ngen=8
+layers=32; depths="${GPU_CHECK_DEPTHS:-16384,98304}"; ngen=4
 [ "$QUICK" = 1 ] && { layers=2; depths=1024; ngen=2; }
 model=/tmp/llama3-8b-shape-q8_0.gguf
 step random_model 240 "$BIN/magicpig" random-model --preset llama3-8b --layers "$layers" --type q8_0 -o "$model"
 if [ -f "$model" ]; then
   for d in ${depths//,/ }; do  # one step per depth: a slow depth keeps the others' rows
-    step "bench_cpu_8b_d$d" 150 "$BIN/magicpig" bench -m "$model" -p 0 -n "$ngen" -d "$d" -r 2 \
+    step "bench_cpu_8b_d$d" 200 "$BIN/magicpig" bench -m "$model" -p 0 -n "$ngen" -d "$d" -r 1 \
       --depth-fill random --attn dense,magicpig -t "$NPROC" -np 1 -o md
   done
 fi
 rm -f "$model"
 log "done"
+tar czf "$OUT/gpu_check.tar.gz" -C "$RAW" .
