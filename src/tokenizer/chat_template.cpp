@@ -1,5 +1,5 @@
-// Chat formats for Llama 3 and Llama 2 instruct models. The Jinja template in the GGUF is only
-// inspected to pick the format, never executed.
+// Chat formats for Llama 3, Llama 2 and ChatML instruct models. The Jinja template in the GGUF is
+// only inspected (to pick the format, and for ChatML its default system prompt), never executed.
 //
 // BOS: the result is meant for encode(text, add_special=true, parse_special=true). The template's
 // own leading BOS (<|begin_of_text|> / <s>) is therefore written only when the tokenizer does not
@@ -69,17 +69,83 @@ std::string llama2(const Tokenizer& tok, const std::vector<ChatMessage>& message
   return out;
 }
 
+// The system prompt a ChatML template writes when the conversation has none: the first string
+// literal that reads "<|im_start|>system\n{prompt}<|im_end|>" (optionally + "\n"), e.g. Qwen2.5's
+// 'You are Qwen, created by Alibaba Cloud. ...' and SmolLM2's 'You are a helpful AI assistant
+// named SmolLM, ...'. Both templates write it exactly when the first message is not 'system'.
+// "" when the template has no such literal.
+std::string chatml_default_system(const std::string& tmpl) {
+  const std::string open = "<|im_start|>system", close = "<|im_end|>";
+  for (size_t at = tmpl.find(open); at != std::string::npos; at = tmpl.find(open, at + 1)) {
+    if (at == 0 || (tmpl[at - 1] != '\'' && tmpl[at - 1] != '"')) continue;
+    const char quote = tmpl[at - 1];
+    std::string lit;  // the literal with Jinja's escapes undone
+    size_t i = at;
+    for (; i < tmpl.size() && tmpl[i] != quote; ++i) {
+      if (tmpl[i] != '\\' || i + 1 == tmpl.size()) {
+        lit += tmpl[i];
+        continue;
+      }
+      const char e = tmpl[++i];
+      lit += e == 'n' ? '\n' : e == 't' ? '\t' : e;
+    }
+    if (i == tmpl.size()) break;  // unterminated: not a literal
+    if (lit.size() > close.size() && lit.back() == '\n') lit.pop_back();
+    const size_t head = open.size() + 1;
+    if (lit.size() <= head + close.size() || lit[open.size()] != '\n' ||
+        lit.compare(lit.size() - close.size(), close.size(), close) != 0)
+      continue;
+    return lit.substr(head, lit.size() - head - close.size());
+  }
+  return std::string();
+}
+
+// ChatML (Qwen2, SmolLM2, ...): "<|im_start|>{role}\n{content}<|im_end|>\n" per message, plus
+// "<|im_start|>assistant\n" with add_assistant_prefix. Contents are used as given (neither these
+// templates nor llama.cpp trim them) and no BOS is written: ChatML has none.
+std::string chatml(const std::string& tmpl, const Tokenizer& tok, const std::vector<ChatMessage>& messages,
+                   bool add_assistant_prefix) {
+  for (const char* t : {"<|im_start|>", "<|im_end|>"})
+    check(tok.find_token(t) >= 0, std::string("chat template: ChatML format needs the token ") + t +
+                                      ", which the vocabulary lacks");
+  std::string out;
+  auto turn = [&](const std::string& role, const std::string& content) {
+    check(!role.empty(), "chat template: message with an empty role");
+    out += "<|im_start|>" + role + "\n" + content + "<|im_end|>\n";
+  };
+  // What the template's Jinja renders (as Hugging Face and llama.cpp's default --jinja path do);
+  // llama.cpp's built-in "chatml" formatter (llama_chat_apply_template) leaves it out.
+  if (!messages.empty() && messages[0].role != "system") {
+    const std::string system = chatml_default_system(tmpl);
+    if (!system.empty()) turn("system", system);
+  }
+  for (const ChatMessage& m : messages) turn(m.role, m.content);
+  if (add_assistant_prefix) out += "<|im_start|>assistant\n";
+  return out;
+}
+
 }  // namespace
 
 std::string apply_chat_template(const gguf::File& f, const Tokenizer& tok, const std::vector<ChatMessage>& messages,
                                 bool add_assistant_prefix) {
   const std::string tmpl = f.get_string("tokenizer.chat_template", "");
-  if (tmpl.find("<|start_header_id|>") != std::string::npos) return llama3(tok, messages, add_assistant_prefix);
-  if (tmpl.find("[INST]") != std::string::npos) return llama2(tok, messages);
+  auto has = [&](const char* marker) { return tmpl.find(marker) != std::string::npos; };
+  // llama.cpp's llm_chat_detect_template order: <|im_start|> is checked first, and with
+  // <|im_sep|> (Phi-4) or <end_of_utterance> (SmolVLM) it is not ChatML.
+  if (has("<|im_start|>")) {
+    check(!has("<|im_sep|>") && !has("<end_of_utterance>"),
+          "chat template: unsupported <|im_start|> variant (Phi-4 <|im_sep|> or SmolVLM <end_of_utterance>)");
+    return chatml(tmpl, tok, messages, add_assistant_prefix);
+  }
+  if (has("<|start_header_id|>")) return llama3(tok, messages, add_assistant_prefix);
+  if (has("[INST]")) return llama2(tok, messages);
+  if (tmpl.empty() && tok.find_token("<|im_start|>") >= 0 && tok.find_token("<|im_end|>") >= 0)
+    return chatml(tmpl, tok, messages, add_assistant_prefix);
   if (tok.find_token("<|start_header_id|>") >= 0) return llama3(tok, messages, add_assistant_prefix);
   if (tok.model() == "llama") return llama2(tok, messages);
   throw Error("chat template: no supported chat format for this model (tokenizer.chat_template names neither "
-              "Llama 3 <|start_header_id|> nor Llama 2 [INST], and the vocabulary has no <|start_header_id|>)");
+              "ChatML <|im_start|>, Llama 3 <|start_header_id|> nor Llama 2 [INST], and the vocabulary has "
+              "neither <|im_start|> nor <|start_header_id|>)");
 }
 
 }  // namespace mp

@@ -2,6 +2,7 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "common/error.h"
 #include "tokenizer/bpe.h"
@@ -17,14 +18,23 @@ namespace {
 // Llama 3: "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}|
 // ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+" with the case-insensitive group spelled out
 // as llama.cpp does: PCRE2 caseless matching would also fold e.g. U+017F (long s) onto 's'.
-constexpr const char* kLlama3 =
-    "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|"
-    "\\p{N}{1,3}| ?[^" MP_WS "\\p{L}\\p{N}]+[\\r\\n]*|[" MP_WS "]*[\\r\\n]+|[" MP_WS "]+(?![^" MP_WS
-    "])|[" MP_WS "]+";
+// Qwen2 differs only in taking digits one at a time (\p{N} instead of \p{N}{1,3}).
+#define MP_LLAMA3_LIKE(DIGITS)                                                                            \
+  "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|" DIGITS   \
+  "| ?[^" MP_WS "\\p{L}\\p{N}]+[\\r\\n]*|[" MP_WS "]*[\\r\\n]+|[" MP_WS "]+(?![^" MP_WS "])|[" MP_WS "]+"
+constexpr const char* kLlama3 = MP_LLAMA3_LIKE("\\p{N}{1,3}");
+constexpr const char* kQwen2 = MP_LLAMA3_LIKE("\\p{N}");
+#undef MP_LLAMA3_LIKE
 
+// GPT-2's regex. llama.cpp writes it without the final "|\s+" but runs it with a hand-written
+// splitter (unicode_regex_split_custom_gpt2) that does match a trailing run of spaces.
 constexpr const char* kGpt2 =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^" MP_WS "\\p{L}\\p{N}]+|[" MP_WS "]+(?![^" MP_WS
     "])|[" MP_WS "]+";
+
+// Every number character on its own (StarCoder-style vocabularies: smollm, starcoder, ...),
+// applied before the GPT-2 regex.
+constexpr const char* kSingleDigit = "\\p{N}";
 
 // llama.cpp's LLAMA_VOCAB_PRE_TYPE_DEFAULT sequence.
 constexpr const char* kDefaultPunct = "[\\p{P}\\$\\+<=>\\^~\\|]+";
@@ -53,19 +63,38 @@ struct BpePreTokenizer::Regex {
   ~Regex() { pcre2_code_free(code); }
 };
 
+namespace {
+
+// tokenizer.ggml.pre names grouped by the regexes llama.cpp gives them (llama_vocab::impl::load
+// and llm_tokenizer_bpe). Only names whose other llama.cpp settings we reproduce are listed;
+// clean_spaces, which some of them switch off, only affects llama_detokenize (see decode()).
+bool one_of(const std::string& name, std::initializer_list<const char*> names) {
+  for (const char* n : names)
+    if (name == n) return true;
+  return false;
+}
+
+}  // namespace
+
 BpePreTokenizer::BpePreTokenizer(const std::string& name) {
-  if (name == "llama3" || name == "llama-v3" || name == "llama-bpe" || name == "falcon3" ||
-      name == "falcon-h1" || name == "pixtral" || name == "midm-2.0" || name == "lfm2") {
-    llama3_ = true;
-    regexes_.push_back(std::make_unique<Regex>(kLlama3));
+  auto use = [&](std::initializer_list<const char*> patterns) {
+    for (const char* p : patterns) regexes_.push_back(std::make_unique<Regex>(p));
+  };
+  if (one_of(name, {"llama3", "llama-v3", "llama-bpe", "falcon3", "falcon-h1", "pixtral", "midm-2.0", "lfm2"})) {
+    llama3_ = true;  // ignore_merges and add_bos by default
+    use({kLlama3});
+  } else if (one_of(name, {"qwen2", "deepseek-r1-qwen", "megrez", "stablelm2"})) {
+    use({kQwen2});
+  } else if (one_of(name, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"})) {
+    use({kSingleDigit, kGpt2});
   } else if (name == "gpt2") {
-    regexes_.push_back(std::make_unique<Regex>(kGpt2));
+    use({kGpt2});
   } else if (name == "default") {
-    for (const char* p : {kDefaultPunct, kGpt2, kDefaultDigits, kDefaultTriples})
-      regexes_.push_back(std::make_unique<Regex>(p));
+    use({kDefaultPunct, kGpt2, kDefaultDigits, kDefaultTriples});
   } else {
     throw Error("tokenizer: unsupported pre-tokenizer '" + name +
-                "' (tokenizer.ggml.pre); supported: llama-bpe (llama3, llama-v3, falcon3, ...), gpt2, default");
+                "' (tokenizer.ggml.pre); supported: llama-bpe (llama3, llama-v3, falcon3, ...), qwen2, smollm "
+                "(starcoder, refact, ...), gpt2, default");
   }
 }
 

@@ -1,5 +1,5 @@
 // Tokenizers built from GGUF metadata alone: SentencePiece-style (tokenizer.ggml.model =
-// "llama") and byte-level BPE ("gpt2", with the llama-bpe pre-tokenizer of Llama 3).
+// "llama") and byte-level BPE ("gpt2", with the pre-tokenizers of Llama 3, Qwen2 and SmolLM).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -64,8 +64,10 @@ struct ChatMessage {
 };
 
 // Formats messages for an instruct model, choosing the format from metadata
-// (tokenizer.chat_template, else the vocabulary: <|start_header_id|> => Llama 3, else Llama 2
-// [INST]). add_assistant_prefix opens the assistant turn. Throws if no format fits.
+// (tokenizer.chat_template: <|im_start|> => ChatML, <|start_header_id|> => Llama 3, [INST] =>
+// Llama 2; else the vocabulary). ChatML puts the template's default system prompt first when the
+// first message is not a system message. add_assistant_prefix opens the assistant turn. Throws
+// if no format fits.
 std::string apply_chat_template(const gguf::File& f, const Tokenizer& tok,
                                 const std::vector<ChatMessage>& messages, bool add_assistant_prefix = true);
 

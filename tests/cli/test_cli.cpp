@@ -81,6 +81,25 @@ TEST_F(Cli, TokenizePrintsIds) {
   EXPECT_NE(r.output.find(std::to_string(3 + 'A')), std::string::npos) << r.output;
 }
 
+TEST_F(Cli, TokenizeReadsAFileAndStdinLikeTheArgument) {
+  const std::string text = "Emma Woodhouse, handsome, clever, and rich,\nwith a comfortable home";
+  const std::string path = ::testing::TempDir() + "tokenize_input.txt";
+  { std::ofstream(path, std::ios::binary) << text; }
+  const test::CommandResult p = test::run_command(kBin + " tokenize -m " + model() + " -p '" + text + "'");
+  const test::CommandResult f = test::run_command(kBin + " tokenize -m " + model() + " -f " + path);
+  const test::CommandResult i = test::run_command(kBin + " tokenize -m " + model() + " --stdin < " + path);
+  ASSERT_EQ(p.exit_code, 0) << p.output;
+  ASSERT_EQ(f.exit_code, 0) << f.output;
+  ASSERT_EQ(i.exit_code, 0) << i.output;
+  EXPECT_GT(p.output.size(), 40u);
+  EXPECT_EQ(f.output, p.output);
+  EXPECT_EQ(i.output, p.output);
+}
+TEST_F(Cli, TokenizeNeedsExactlyOneSource) {
+  expect_error("tokenize -m " + model(), "exactly one of");
+  expect_error("tokenize -m " + model() + " -p a --stdin", "exactly one of");
+  expect_error("tokenize -m " + model() + " -f /nonexistent/t.txt", "/nonexistent/t.txt");
+}
 TEST_F(Cli, MissingModelFile) { expect_error("run -m /nonexistent/x.gguf -p hi", "/nonexistent/x.gguf"); }
 TEST_F(Cli, DirectoryAsModel) { expect_error("info -m /tmp", "/tmp"); }
 TEST_F(Cli, UnknownCommand) { expect_error("frobnicate", "unknown command"); }

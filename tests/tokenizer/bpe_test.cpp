@@ -152,6 +152,30 @@ TEST(TokenizerBpe, DefaultPreTokenizerSplitsDigitTriples) {
   }
 }
 
+TEST(TokenizerBpe, DigitsAndContractionsPerPreTokenizer) {
+  // llama.cpp's regexes differ in digits and contractions: gpt2 keeps "12345" and " 7" whole;
+  // llama-bpe cuts digits in threes; qwen2 takes them one at a time and, like llama-bpe, matches
+  // "'S" case-insensitively; smollm splits off every digit first, then applies GPT-2's regex,
+  // whose contractions are lower-case only.
+  const std::string text = "12345 7'S";
+  for (const char* pre : {"gpt2", "llama-bpe", "qwen2", "smollm", "starcoder"}) {
+    VocabSpec s = bpe_base(pre);
+    const int32_t t12 = s.add("12"), t123 = s.add("123"), t34 = s.add("34"), t45 = s.add("45");
+    const int32_t g7 = s.add("\xC4\xA0" "7"), qs = s.add("'S");
+    s.merges = {"3 4", "1 2", "12 3", "4 5", "\xC4\xA0 7", "' S"};
+    const Loaded l = load(s);
+    const int32_t space = l.tok->find_token("\xC4\xA0");  // U+0120, GPT-2's stand-in for ' '
+    std::vector<int32_t> want;
+    const std::string p = pre;
+    if (p == "gpt2") want = {t12, t34, '5', g7, '\'', 'S'};
+    else if (p == "llama-bpe") want = {t123, t45, space, '7', qs};
+    else if (p == "qwen2") want = {'1', '2', '3', '4', '5', space, '7', qs};
+    else want = {'1', '2', '3', '4', '5', space, '7', '\'', 'S'};
+    EXPECT_EQ(l.tok->encode(text, false), want) << pre;
+    EXPECT_EQ(l.tok->decode(want), text) << pre;
+  }
+}
+
 TEST(TokenizerBpe, InvalidUtf8BecomesReplacementCharacter) {
   VocabSpec s = bpe_base("llama-bpe");
   s.merges = {"x y"};

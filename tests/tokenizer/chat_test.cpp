@@ -1,7 +1,10 @@
-// Chat formats: choice from metadata, the Llama 3 / Llama 2 layouts, exactly one BOS.
+// Chat formats: choice from metadata, the Llama 3 / Llama 2 / ChatML layouts, exactly one BOS.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include "common/error.h"
+#include "testutil/testutil.h"
 #include "tiny_vocab.h"
 
 namespace mp::tok_test {
@@ -83,6 +86,119 @@ TEST(TokenizerChat, ChoosesFormatFromMetadata) {
   b.bos = b.eos = 0;
   const Loaded l = load(b);
   EXPECT_THROW(apply_chat_template(*l.file, *l.tok, {{"user", "x"}}), mp::Error);
+}
+
+// Shortened ChatML templates in the two ways the default system prompt is written: SmolLM2's
+// literal holds real newlines, Qwen2.5's the escape "\n" (and a tools branch whose literal
+// "<|im_start|>system\n" is not followed by a prompt).
+const char* const kSmolTemplate =
+    "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}{{ "
+    "'<|im_start|>system\nYou are SmolLM, don\\'t panic<|im_end|>\n' }}{% endif %}{{'<|im_start|>' + "
+    "message['role'] + '\n' + message['content'] + '<|im_end|>' + '\n'}}{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+const char* const kQwenTemplate =
+    "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n{%- else %}\n    {%- if messages[0]['role'] == "
+    "'system' %}\n        {{- '<|im_start|>system\\n' + messages[0]['content'] + '<|im_end|>\\n' }}\n"
+    "    {%- else %}\n        {{- '<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a "
+    "helpful assistant.<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n...";
+// llama.cpp's own fallback ChatML template: no default system prompt.
+const char* const kPlainTemplate =
+    "{%- for message in messages -%}{{- '<|im_start|>' + message.role + '\n' + message.content + "
+    "'<|im_end|>\n' -}}{%- endfor -%}{%- if add_generation_prompt -%}{{- '<|im_start|>assistant\n' -}}{%- endif -%}";
+
+VocabSpec chatml_vocab(const std::string& chat_template) {
+  VocabSpec s;
+  s.model = "gpt2";
+  s.pre = "qwen2";
+  s.add("a");
+  s.merges = {"a a"};
+  s.bos = s.add("<|endoftext|>", 0, kControl);
+  s.add("<|im_start|>", 0, kControl);
+  s.eos = s.add("<|im_end|>", 0, kControl);
+  s.add_bos = 0;
+  s.chat_template = chat_template;
+  return s;
+}
+
+TEST(TokenizerChat, ChatMLFormat) {
+  const Loaded l = load(chatml_vocab(kPlainTemplate));
+  // Contents are kept as given (no trimming), and no BOS is written.
+  EXPECT_EQ(apply_chat_template(*l.file, *l.tok, kChat),
+            "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi \n<|im_end|>\n"
+            "<|im_start|>assistant\nHello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n");
+  EXPECT_EQ(apply_chat_template(*l.file, *l.tok, {{"user", "Q"}}, false), "<|im_start|>user\nQ<|im_end|>\n");
+  const std::string prompt = apply_chat_template(*l.file, *l.tok, {{"user", "a"}});
+  const auto ids = l.tok->encode(prompt, true, true);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], l.tok->find_token("<|im_start|>"));
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), l.tok->bos()), 0) << "ChatML has no BOS";
+  EXPECT_THROW(apply_chat_template(*l.file, *l.tok, {{"", "x"}}), mp::Error);
+}
+
+TEST(TokenizerChat, ChatMLDefaultSystemPrompt) {
+  const std::pair<const char*, std::string> cases[] = {
+      {kSmolTemplate, "You are SmolLM, don't panic"},
+      {kQwenTemplate, "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."},
+  };
+  for (const auto& [tmpl, system] : cases) {
+    const Loaded l = load(chatml_vocab(tmpl));
+    // As the Jinja template renders it: the default comes first only when no system message is.
+    EXPECT_EQ(apply_chat_template(*l.file, *l.tok, {{"user", "Q"}}),
+              "<|im_start|>system\n" + system + "<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
+    EXPECT_EQ(apply_chat_template(*l.file, *l.tok, {{"system", "S"}, {"user", "Q"}}),
+              "<|im_start|>system\nS<|im_end|>\n<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
+  }
+}
+
+TEST(TokenizerChat, ChatMLChoice) {
+  // A vocabulary with ChatML markers but no template: ChatML, as llama.cpp falls back to it.
+  {
+    const Loaded l = load(chatml_vocab(""));
+    EXPECT_EQ(apply_chat_template(*l.file, *l.tok, {{"user", "Q"}}),
+              "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\n");
+  }
+  // <|im_start|> outranks other markers, as in llama.cpp's detection order.
+  {
+    VocabSpec s = chatml_vocab(std::string(kPlainTemplate) + "{# [INST] #}");
+    const Loaded l = load(s);
+    EXPECT_EQ(apply_chat_template(*l.file, *l.tok, {{"user", "Q"}}).rfind("<|im_start|>user\nQ", 0), 0u);
+  }
+  // Phi-4 (<|im_sep|>) and SmolVLM (<end_of_utterance>) use <|im_start|> without being ChatML.
+  for (const char* extra : {"<|im_sep|>", "<end_of_utterance>"}) {
+    const Loaded l = load(chatml_vocab(std::string(kPlainTemplate) + extra));
+    EXPECT_THROW(apply_chat_template(*l.file, *l.tok, {{"user", "Q"}}), mp::Error) << extra;
+  }
+  // A ChatML template over a vocabulary without the markers cannot be rendered.
+  VocabSpec s = llama3_vocab(1);
+  s.chat_template = kPlainTemplate;
+  const Loaded l = load(s);
+  EXPECT_THROW(apply_chat_template(*l.file, *l.tok, {{"user", "Q"}}), mp::Error);
+}
+
+// The real templates, expected strings as Jinja renders them (jinja2 3.1, add_generation_prompt).
+TEST(TokenizerChat, RealChatMLTemplates) {
+  const std::pair<const char*, const char*> models[] = {
+      {"SmolLM2-135M-Instruct.Q4_1.gguf", "You are a helpful AI assistant named SmolLM, trained by Hugging Face"},
+      {"qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf",
+       "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."},
+  };
+  int found = 0;
+  for (const auto& [file, system] : models) {
+    const std::string path = (test::peer_cache() / "models" / file).string();
+    if (!std::filesystem::exists(path)) continue;
+    ++found;
+    const gguf::File f = gguf::File::open(path);
+    const Tokenizer tok = Tokenizer::from_gguf(f);
+    EXPECT_EQ(apply_chat_template(f, tok, {{"user", "Write a haiku about 42 cats."}}),
+              std::string("<|im_start|>system\n") + system +
+                  "<|im_end|>\n<|im_start|>user\nWrite a haiku about 42 cats.<|im_end|>\n<|im_start|>assistant\n")
+        << file;
+    EXPECT_EQ(apply_chat_template(f, tok, kChat),
+              "<|im_start|>system\nBe brief.<|im_end|>\n<|im_start|>user\n Hi \n<|im_end|>\n<|im_start|>assistant\n"
+              "Hello.<|im_end|>\n<|im_start|>user\nBye<|im_end|>\n<|im_start|>assistant\n")
+        << file;
+  }
+  if (found == 0) GTEST_SKIP() << "no SmolLM2 / Qwen2.5 model in " << (test::peer_cache() / "models");
 }
 
 }  // namespace

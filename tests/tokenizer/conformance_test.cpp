@@ -1,84 +1,29 @@
-// llama.cpp's tokenizer test vectors (models/ggml-vocab-llama-{spm,bpe}.gguf + .inp/.out), compared
-// the way its tests/test-tokenizer-0.cpp does: encode(text, add_special=false, parse_special=false).
+// llama.cpp's tokenizer test vectors (models/ggml-vocab-NAME.gguf + .inp/.out), compared the way
+// its tests/test-tokenizer-0.cpp does: encode(text, add_special=false, parse_special=false).
 #include <gtest/gtest.h>
 
-#include <cstdlib>
+#include <algorithm>
 #include <filesystem>
-#include <fstream>
-#include <map>
-#include <sstream>
 
 #include "gguf/gguf.h"
+#include "testutil/testutil.h"
 #include "tokenizer/tokenizer.h"
+#include "vectors.h"
 
+namespace mp::tok_test {
 namespace {
-
-std::string vocab_path(const std::string& name) {
-  std::string base;
-  if (const char* c = std::getenv("MAGICPIG_CACHE"); c && *c) {
-    base = c;
-  } else if (const char* h = std::getenv("HOME"); h && *h) {
-    base = std::string(h) + "/.cache/magicpig";
-  }
-  return base + "/llama.cpp/models/ggml-vocab-" + name + ".gguf";
-}
-
-std::string read_all(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Same parsing as test-tokenizer-0.cpp: inputs separated by "\n__ggml_vocab_test__\n", one line
-// of space-separated ids per input. Like llama.cpp it keys a std::map by the input text.
-std::map<std::string, std::vector<int32_t>> read_tests(const std::string& gguf_path) {
-  const std::string raw = read_all(gguf_path + ".inp");
-  std::vector<std::string> inputs;
-  const std::string sep = "\n__ggml_vocab_test__\n";
-  for (size_t pos = 0; pos < raw.size();) {
-    const size_t next = raw.find(sep, pos);
-    if (next == std::string::npos) {
-      inputs.push_back(raw.substr(pos));
-      break;
-    }
-    inputs.push_back(raw.substr(pos, next - pos));
-    pos = next + sep.size();
-  }
-  std::vector<std::vector<int32_t>> outputs;
-  std::ifstream out(gguf_path + ".out");
-  for (std::string line; std::getline(out, line);) {
-    std::vector<int32_t> ids;
-    std::istringstream ls(line);
-    for (int32_t id; ls >> id;) ids.push_back(id);
-    outputs.push_back(ids);
-  }
-  EXPECT_EQ(inputs.size(), outputs.size()) << gguf_path;
-  std::map<std::string, std::vector<int32_t>> tests;
-  for (size_t i = 0; i < std::min(inputs.size(), outputs.size()); ++i) tests[inputs[i]] = outputs[i];
-  return tests;
-}
-
-bool valid_utf8(const std::string& s) {
-  mp::Utf8Stream st;
-  return st.push(s) == s && st.flush().empty();
-}
-
-std::string show(const std::vector<int32_t>& ids) {
-  std::string s;
-  for (int32_t id : ids) s += std::to_string(id) + " ";
-  return s;
-}
 
 void run_vectors(const std::string& name, const char* model, const char* pre) {
   const std::string path = vocab_path(name);
   for (const char* suffix : {"", ".inp", ".out"}) {
     if (!std::filesystem::exists(path + suffix)) {
-      GTEST_SKIP() << "missing " << path << suffix << " (scripts/setup.sh fetches it)";
+      const std::string msg = "missing " + path + suffix + " (scripts/setup.sh fetches it)";
+      if (test::peer_required()) FAIL() << msg;
+      GTEST_SKIP() << msg;
     }
   }
-  const mp::gguf::File f = mp::gguf::File::open(path);
-  const mp::Tokenizer tok = mp::Tokenizer::from_gguf(f);
+  const gguf::File f = gguf::File::open(path);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
   EXPECT_EQ(tok.model(), model);
   if (pre) {
     EXPECT_EQ(tok.pre(), pre);
@@ -104,13 +49,22 @@ void run_vectors(const std::string& name, const char* model, const char* pre) {
 
 TEST(TokenizerConformance, LlamaSpm) { run_vectors("llama-spm", "llama", nullptr); }
 TEST(TokenizerConformance, LlamaBpe) { run_vectors("llama-bpe", "gpt2", "llama-bpe"); }
+TEST(TokenizerConformance, Qwen2) { run_vectors("qwen2", "gpt2", "qwen2"); }
+// The vocabularies with vectors whose pre-tokenizer llama.cpp runs with the same regexes as
+// 'smollm' (single digits, then GPT-2's regex); SmolLM2 itself is checked in peer_test.cpp.
+TEST(TokenizerConformance, StarCoder) { run_vectors("starcoder", "gpt2", "starcoder"); }
+TEST(TokenizerConformance, Refact) { run_vectors("refact", "gpt2", "refact"); }
+TEST(TokenizerConformance, CommandR) { run_vectors("command-r", "gpt2", "command-r"); }
 
 // Special tokens of the real Llama 3 vocabulary: parsed only on request, BOS from metadata.
 TEST(TokenizerConformance, LlamaBpeSpecials) {
   const std::string path = vocab_path("llama-bpe");
-  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path;
-  const mp::gguf::File f = mp::gguf::File::open(path);
-  const mp::Tokenizer tok = mp::Tokenizer::from_gguf(f);
+  if (!std::filesystem::exists(path)) {
+    if (test::peer_required()) FAIL() << "missing " << path;
+    GTEST_SKIP() << "missing " << path;
+  }
+  const gguf::File f = gguf::File::open(path);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
   const int32_t eot = tok.find_token("<|eot_id|>");
   const int32_t bot = tok.find_token("<|begin_of_text|>");
   ASSERT_GE(eot, 0);
@@ -135,4 +89,40 @@ TEST(TokenizerConformance, LlamaBpeSpecials) {
   }
 }
 
+// The real Qwen2 vocabulary: no BOS, ChatML markers parsed only on request, llama.cpp's EOG
+// set, and its "</s>" (a NORMAL token in the file) turned CONTROL as llama.cpp does.
+TEST(TokenizerConformance, Qwen2Specials) {
+  const std::string path = vocab_path("qwen2");
+  if (!std::filesystem::exists(path)) {
+    if (test::peer_required()) FAIL() << "missing " << path;
+    GTEST_SKIP() << "missing " << path;
+  }
+  const gguf::File f = gguf::File::open(path);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  const int32_t start = tok.find_token("<|im_start|>"), end = tok.find_token("<|im_end|>");
+  const int32_t eot = tok.find_token("<|endoftext|>"), s_end = tok.find_token("</s>");
+  ASSERT_GE(start, 0);
+  ASSERT_GE(end, 0);
+  ASSERT_GE(eot, 0);
+  ASSERT_GE(s_end, 0);
+  EXPECT_FALSE(tok.add_bos());
+  EXPECT_EQ(tok.encode("Hi", true), tok.encode("Hi", false));
+  EXPECT_TRUE(tok.is_eog(end));
+  EXPECT_TRUE(tok.is_eog(eot));
+  EXPECT_TRUE(tok.is_eog(s_end));
+  EXPECT_FALSE(tok.is_eog(start));
+  const auto hi = tok.encode("Hi", false);
+  std::vector<int32_t> want = {start};
+  want.insert(want.end(), hi.begin(), hi.end());
+  want.push_back(end);
+  EXPECT_EQ(tok.encode("<|im_start|>Hi<|im_end|>", true, true), want);
+  const auto literal = tok.encode("<|im_start|>Hi<|im_end|>", true, false);
+  EXPECT_EQ(std::count(literal.begin(), literal.end(), start), 0);
+  EXPECT_EQ(tok.decode(literal), "<|im_start|>Hi<|im_end|>");
+  EXPECT_EQ(tok.encode("a</s>b", false, true), (std::vector<int32_t>{tok.find_token("a"), s_end, tok.find_token("b")}));
+  EXPECT_EQ(tok.token_to_piece(s_end), "");
+  EXPECT_EQ(tok.token_to_piece(s_end, true), "</s>");
+}
+
 }  // namespace
+}  // namespace mp::tok_test

@@ -56,6 +56,45 @@ TEST(TokenizerSpecial, EndOfGeneration) {
   EXPECT_FALSE(t.is_eog(t.n_vocab()));
 }
 
+// llama.cpp's rules beyond the EOG text list: FIM padding / repository / file-separator tokens
+// end generation, tokens found by text become CONTROL, and two exceptions drop an EOG token.
+TEST(TokenizerSpecial, FimTokensAndEogExceptions) {
+  VocabSpec s = spm_base();
+  const int32_t pre = s.add("<|fim_prefix|>"), pad = s.add("<|fim_pad|>"), rep = s.add("<reponame>");
+  const int32_t sep = s.add("<|file_sep|>"), other_sep = s.add("<my_sep>");
+  const int32_t s_end = s.add("</s>x");  // not an EOG text: "</s>" itself is id 2
+  s.extra_ids = {{"tokenizer.ggml.fim_sep_token_id", static_cast<uint32_t>(other_sep)}};
+  {
+    const Loaded l = load(s);
+    const Tokenizer& t = *l.tok;
+    for (int32_t id : {pad, rep, other_sep, 2}) EXPECT_TRUE(t.is_eog(id)) << id;
+    // Metadata names the separator, so "<|file_sep|>" is not looked up by text.
+    for (int32_t id : {pre, sep, s_end}) EXPECT_FALSE(t.is_eog(id)) << id;
+    EXPECT_EQ(t.token_to_piece(pre), "");  // found by text: forced to CONTROL
+    EXPECT_EQ(t.token_to_piece(pre, true), "<|fim_prefix|>");
+    EXPECT_EQ(t.encode("<|fim_prefix|>", false, true), (std::vector<int32_t>{pre}));
+    EXPECT_EQ(t.token_to_piece(sep, true), "<|file_sep|>");
+  }
+  // Gemma 4 / PLaMo: next to these end markers "</s>" is ordinary text again.
+  VocabSpec g = spm_base();
+  const int32_t tool = g.add("<|tool_response>");
+  {
+    const Loaded l = load(g);
+    EXPECT_TRUE(l.tok->is_eog(tool));
+    EXPECT_FALSE(l.tok->is_eog(2));
+    EXPECT_EQ(l.tok->token_to_piece(2), "</s>");
+  }
+  // gpt-oss: with <|return|> and <|call|>, "<|end|>" only closes a message (USER_DEFINED).
+  VocabSpec h = spm_base();
+  const int32_t ret = h.add("<|return|>"), call = h.add("<|call|>"), end = h.add("<|end|>");
+  const Loaded l = load(h);
+  EXPECT_TRUE(l.tok->is_eog(ret));
+  EXPECT_TRUE(l.tok->is_eog(call));
+  EXPECT_FALSE(l.tok->is_eog(end));
+  EXPECT_EQ(l.tok->token_to_piece(end), "<|end|>");
+  EXPECT_EQ(l.tok->encode("<|end|>", false, false), (std::vector<int32_t>{end}));
+}
+
 TEST(TokenizerSpecial, PieceRendering) {
   const SpecialVocab v;
   const Loaded l = load(v.s);

@@ -3,6 +3,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -22,6 +23,7 @@ struct VocabSpec {
   int32_t bos = -1, eos = -1, unk = -1;  // -1: key not written
   int add_bos = -1, add_eos = -1;         // -1: key not written
   std::string chat_template;
+  std::vector<std::pair<std::string, uint32_t>> extra_ids;  // more UINT32 keys, e.g. fim_pad_token_id
 
   int32_t add(const std::string& text, float score = 0.0f, int32_t type = kNormal) {
     tokens.push_back(text);
@@ -53,6 +55,7 @@ inline std::vector<uint8_t> write_vocab(const VocabSpec& s) {
   if (s.add_bos >= 0) w.set_bool("tokenizer.ggml.add_bos_token", s.add_bos != 0);
   if (s.add_eos >= 0) w.set_bool("tokenizer.ggml.add_eos_token", s.add_eos != 0);
   if (!s.chat_template.empty()) w.set_string("tokenizer.chat_template", s.chat_template);
+  for (const auto& [key, id] : s.extra_ids) w.set_u32(key, id);
   return w.to_bytes();
 }
 
