@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <random>
 #include <vector>
@@ -117,7 +118,10 @@ BENCHMARK(BM_RandomRowPairs)
 using bench::random_floats;
 using bench::random_weights;
 
-constexpr DType kTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q6_K, DType::Q4_K, DType::Q4_0};
+// New types go at the end: the type index is part of every benchmark name.
+constexpr DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q6_K,
+                            DType::Q4_K, DType::Q4_0, DType::Q4_1, DType::Q5_0};
+constexpr int kNumTypes = static_cast<int>(std::size(kTypes));
 
 // ---- (b) matvec, 14336 x 4096 (Llama-3-8B FFN up/gate). The iterations cycle through copies
 // of the matrix totalling >= 512 MiB, so that no iteration finds its weights in the caches (one
@@ -150,7 +154,7 @@ void BM_Matvec(benchmark::State& state) {
   state.counters["copies"] = static_cast<double>(n_copies);
 }
 void matvec_args(benchmark::internal::Benchmark* b) {
-  for (int t = 0; t < 7; ++t) {
+  for (int t = 0; t < kNumTypes; ++t) {
     b->Args({t, static_cast<int>(mp::Isa::Avx512), 2});
     b->Args({t, static_cast<int>(mp::Isa::Avx2), 2});
     b->Args({t, static_cast<int>(mp::Isa::Avx512), 1});
@@ -179,7 +183,7 @@ void BM_MatvecHot(benchmark::State& state) {
                                                  benchmark::Counter::kIsIterationInvariantRate);
 }
 void matvec_hot_args(benchmark::internal::Benchmark* b) {
-  for (int t = 0; t < 7; ++t)
+  for (int t = 0; t < kNumTypes; ++t)
     for (mp::Isa isa : {mp::Isa::Avx512, mp::Isa::Avx2, mp::Isa::Scalar})
       for (int rows : {256, 0}) b->Args({t, static_cast<int>(isa), rows});
 }
@@ -230,7 +234,7 @@ void BM_Matmul(benchmark::State& state) {
   set_gemm_counters(state, n);
 }
 void matmul_args(benchmark::internal::Benchmark* b) {
-  for (int t : {0, 1, 3, 4, 5, 6})
+  for (int t : {0, 1, 3, 4, 5, 6, 7, 8})
     for (int n : {64, 256, 512}) b->Args({t, n, 2});
   for (int n : {64, 256, 512}) b->Args({0, n, 1});  // single-thread F32 vs single-thread sgemm
 }

@@ -7,7 +7,7 @@ namespace mp {
 int64_t dtype_block_size(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: return 1;
-    case DType::Q4_0: case DType::Q8_0: return 32;
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q8_0: return 32;
     case DType::Q4_K: case DType::Q6_K: return 256;
   }
   return 1;
@@ -18,6 +18,8 @@ size_t dtype_block_bytes(DType t) {
     case DType::F32: return 4;
     case DType::F16: case DType::BF16: return 2;
     case DType::Q4_0: return 2 + 16;             // fp16 scale + 32 nibbles
+    case DType::Q4_1: return 2 + 2 + 16;         // fp16 scale, fp16 min + 32 nibbles
+    case DType::Q5_0: return 2 + 4 + 16;         // fp16 scale + 32 fifth bits + 32 nibbles
     case DType::Q8_0: return 2 + 32;             // fp16 scale + 32 int8
     case DType::Q4_K: return 2 + 2 + 12 + 128;   // d, dmin, 8x(6-bit scale, 6-bit min), 256 nibbles
     case DType::Q6_K: return 128 + 64 + 16 + 2;  // ql, qh, int8 scales, fp16 d
@@ -39,6 +41,8 @@ std::optional<DType> dtype_from_ggml(uint32_t id) {
     case 0: return DType::F32;
     case 1: return DType::F16;
     case 2: return DType::Q4_0;
+    case 3: return DType::Q4_1;
+    case 6: return DType::Q5_0;
     case 8: return DType::Q8_0;
     case 12: return DType::Q4_K;
     case 14: return DType::Q6_K;

@@ -64,9 +64,11 @@ uint32_t ggml_file_type(DType t) {
     case DType::F32: return 0;
     case DType::F16: return 1;
     case DType::Q4_0: return 2;
+    case DType::Q4_1: return 3;
     case DType::Q8_0: return 7;
+    case DType::Q5_0: return 8;
     case DType::BF16: return 32;
-    default: throw Error("convert --hf: --type must be one of f32, f16, bf16, q8_0, q4_0");
+    default: throw Error("convert --hf: --type must be one of f32, f16, bf16, q8_0, q5_0, q4_0, q4_1");
   }
 }
 

@@ -25,7 +25,7 @@ HfLlamaConfig read_hf_llama_config(const std::string& config_json_path);
 struct HfConvertOptions {
   std::string dir;           // config.json and *.safetensors
   std::string output;        // .gguf
-  DType type = DType::Q8_0;  // F32, F16, BF16, Q8_0, Q4_0
+  DType type = DType::Q8_0;  // F32, F16, BF16, Q8_0, Q5_0, Q4_0, Q4_1
   // Tokenizer: GGUF whose tokenizer.ggml.* keys are copied (e.g. ggml-vocab-llama-spm.gguf);
   // its token count must equal vocab_size (see tokenizer_keys.h). Empty: DIR/tokenizer.model
   // if present, else $MAGICPIG_CACHE (default ~/.cache/magicpig)/llama.cpp/models/

@@ -65,6 +65,16 @@ void group_act_q8(const ActQ8* x, ActQ8Quad* out, int64_t nb) {
   }
 }
 
+void group_act_q8_sums(const ActQ8* x, ActQ8QuadSums* out, int64_t nb) {
+  for (int64_t g = 0; g < (nb + 3) / 4; ++g) {
+    std::memset(&out[g], 0, sizeof(out[g]));
+    for (int k = 0; k < 4 && 4 * g + k < nb; ++k) {
+      const ActQ8& blk = x[4 * g + k];
+      out[g].ds[4 * k] = blk.d * static_cast<float>(blk.sum);
+    }
+  }
+}
+
 void pair_act_q8(const ActQ8* x, ActQ8Pair* out, int64_t nb) {
   for (int64_t p = 0; p < nb / 2; ++p) {
     ActQ8Pair& o = out[p];
@@ -87,12 +97,16 @@ void group_x_even_odd(const float* x, EvenOdd32* out, int64_t n) {
 PreparedX prepare_x(DType t, const float* x, int64_t n, Isa isa) {
   PreparedX p;
   switch (t) {
-    case DType::Q4_0: case DType::Q8_0:
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q8_0:
       p.q8.resize(n / kQK);
       quantize_act_q8(x, p.q8.data(), n);
-      if (t == DType::Q4_0 && isa >= Isa::Avx2) {
+      if (t != DType::Q8_0 && isa >= Isa::Avx2) {
         p.q8quad.resize((p.q8.size() + 3) / 4);
         group_act_q8(p.q8.data(), p.q8quad.data(), static_cast<int64_t>(p.q8.size()));
+      }
+      if (t == DType::Q4_1 && isa >= Isa::Avx2) {
+        p.q8quad_sums.resize(p.q8quad.size());
+        group_act_q8_sums(p.q8.data(), p.q8quad_sums.data(), static_cast<int64_t>(p.q8.size()));
       }
       if (t == DType::Q8_0 && isa >= Isa::Avx2) {
         p.q8pair.resize(p.q8.size() / 2);

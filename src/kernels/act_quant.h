@@ -10,8 +10,8 @@
 
 namespace mp::kernels::detail {
 
-// For Q4_0 / Q8_0 weights: 32 values, x ~= d * qs; sum = sum of qs (lets Q4_0 kernels use
-// unsigned nibbles and subtract 8 * sum once per block).
+// For Q4_0 / Q4_1 / Q5_0 / Q8_0 weights: 32 values, x ~= d * qs; sum = sum of qs (lets Q4_0 /
+// Q5_0 kernels use unsigned q and subtract 8 or 16 * sum once per block, and Q4_1 add m * sum).
 struct ActQ8 {
   float d;
   int32_t sum;
@@ -27,15 +27,24 @@ struct ActQ8K {
   int8_t qs[kQK_K];
 };
 
-// For Q4_0 weights on AVX2 / AVX-512: blocks 4p .. 4p+3 with the first 16 values of each block in
-// lo and the last 16 in hi, so that 128-bit lane k of a vector is block 4p+k throughout
-// (low nibbles meet lo, high nibbles hi), plus the per-int32-lane constants the kernel would
-// otherwise build per block. A partial last group is zero-filled (the kernel never reads it).
+// For Q4_0 / Q4_1 / Q5_0 weights on AVX2 / AVX-512: blocks 4p .. 4p+3 with the first 16 values
+// of each block in lo and the last 16 in hi, so that 128-bit lane k of a vector is block 4p+k
+// throughout (low nibbles meet lo, high nibbles hi), plus the per-int32-lane constants the
+// kernel would otherwise build per block. A partial last group is zero-filled (Q4_0's kernel
+// never reads it; Q4_1 / Q5_0 run it against zero-padded weight blocks).
 struct ActQ8Quad {
   int8_t lo[4 * kQK / 2];
   int8_t hi[4 * kQK / 2];
   int32_t off[16];  // -8 * sum(qs of block k) in lane 4k, else 0: Q4_0's -8 offset
+                    // (Q5_0 doubles it for its -16)
   float d[16];      // block k's d in lanes 4k .. 4k+3
+};
+
+// For Q4_1 weights on AVX2 / AVX-512, beside ActQ8Quad p: the f32 x.d * x.sum of block 4p+k in
+// lane 4k, else 0, which the weights' per-block min multiplies (m * sum_j x_j); kept apart from
+// ActQ8Quad so that Q4_0's x stays 256 bytes per group.
+struct alignas(64) ActQ8QuadSums {
+  float ds[16];
 };
 
 // For Q8_0 weights on AVX2 / AVX-512: blocks 2p and 2p+1 side by side (one aligned 64-byte
@@ -66,6 +75,8 @@ void quantize_act_q8(const float* x, ActQ8* out, int64_t n);
 void quantize_act_q8k(const float* x, ActQ8K* out, int64_t n);
 // The same blocks regrouped in fours (nb = number of ActQ8 blocks; (nb + 3) / 4 outputs).
 void group_act_q8(const ActQ8* x, ActQ8Quad* out, int64_t nb);
+// The ActQ8QuadSums of the same groups ((nb + 3) / 4 outputs, zero past block nb).
+void group_act_q8_sums(const ActQ8* x, ActQ8QuadSums* out, int64_t nb);
 // Blocks 2p, 2p+1 as ActQ8Pair (nb / 2 outputs).
 void pair_act_q8(const ActQ8* x, ActQ8Pair* out, int64_t nb);
 
@@ -74,7 +85,8 @@ struct PreparedX {
   const float* f32 = nullptr;
   std::vector<ActQ8> q8;
   std::vector<ActQ8K> q8k;
-  std::vector<ActQ8Quad> q8quad;  // filled for Q4_0 when a SIMD kernel will run
+  std::vector<ActQ8Quad> q8quad;  // filled for Q4_0 / Q4_1 / Q5_0 when a SIMD kernel will run
+  std::vector<ActQ8QuadSums> q8quad_sums;  // filled for Q4_1 when a SIMD kernel will run
   std::vector<ActQ8Pair> q8pair;  // filled for Q8_0 when a SIMD kernel will run
   std::vector<EvenOdd32> even_odd;  // filled for BF16 when a SIMD kernel will run
 };

@@ -11,6 +11,8 @@ namespace mp::kernels::detail {
 #define MP_DOT_KERNELS(SUFFIX)                                                        \
   float dot_f32_##SUFFIX(const float* w, const float* x, int64_t n);                  \
   float dot_q4_0_##SUFFIX(const BlockQ4_0* w, const ActQ8* x, int64_t nb);            \
+  float dot_q4_1_##SUFFIX(const BlockQ4_1* w, const ActQ8* x, int64_t nb);            \
+  float dot_q5_0_##SUFFIX(const BlockQ5_0* w, const ActQ8* x, int64_t nb);            \
   float dot_q8_0_##SUFFIX(const BlockQ8_0* w, const ActQ8* x, int64_t nb);            \
   float dot_q4_k_##SUFFIX(const BlockQ4_K* w, const ActQ8K* x, int64_t nb);           \
   float dot_q6_k_##SUFFIX(const BlockQ6_K* w, const ActQ8K* x, int64_t nb);
@@ -47,5 +49,17 @@ MP_DOT_KERNELS_512(avx2)
 MP_DOT_KERNELS_512(avx512)
 MP_DOT_KERNELS_512(avx512vnni)
 #undef MP_DOT_KERNELS_512
+
+// Q4_1 / Q5_0 (dot_q4_1_q5_0_*.cpp) read x grouped as Q4_0 does (ActQ8Quad; Q4_1 also its
+// ActQ8QuadSums for the min term, Q5_0 twice ActQ8Quad::off for its -16 offset).
+// Every block, trailing ones included, goes through the SIMD path (a partial last group is
+// copied into a zero-padded group of four blocks), so no ungrouped x is needed.
+#define MP_DOT_KERNELS_Q4_1_Q5_0(SUFFIX)                                                               \
+  float dot_q4_1_##SUFFIX(const BlockQ4_1* w, const ActQ8Quad* xq, const ActQ8QuadSums* xs, int64_t nb); \
+  float dot_q5_0_##SUFFIX(const BlockQ5_0* w, const ActQ8Quad* xq, int64_t nb);
+MP_DOT_KERNELS_Q4_1_Q5_0(avx2)
+MP_DOT_KERNELS_Q4_1_Q5_0(avx512)
+MP_DOT_KERNELS_Q4_1_Q5_0(avx512vnni)
+#undef MP_DOT_KERNELS_Q4_1_Q5_0
 
 }  // namespace mp::kernels::detail

@@ -1,5 +1,6 @@
 // Scalar twins of the integer dot kernels: same integer sums as the SIMD versions.
 #include <cstdlib>
+#include <cstring>
 
 #include "common/half.h"
 #include "kernels/dot_quant_isa.h"
@@ -18,6 +19,35 @@ float dot_q4_0_scalar(const BlockQ4_0* w, const ActQ8* x, int64_t nb) {
     int sumi = 0;
     for (int j = 0; j < kQK / 2; ++j)
       sumi += ((w[i].qs[j] & 0xF) - 8) * x[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + kQK / 2];
+    s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi);
+  }
+  return s;
+}
+
+// d*x.d*(q.x) + m*(x.d*sum x) per block: the min meets x's block sum.
+float dot_q4_1_scalar(const BlockQ4_1* w, const ActQ8* x, int64_t nb) {
+  float s = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    int sumi = 0;
+    for (int j = 0; j < kQK / 2; ++j)
+      sumi += (w[i].qs[j] & 0xF) * x[i].qs[j] + (w[i].qs[j] >> 4) * x[i].qs[j + kQK / 2];
+    const float xsum = x[i].d * static_cast<float>(x[i].sum);
+    s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi) + fp16_to_f32(w[i].m) * xsum;
+  }
+  return s;
+}
+
+float dot_q5_0_scalar(const BlockQ5_0* w, const ActQ8* x, int64_t nb) {
+  float s = 0;
+  for (int64_t i = 0; i < nb; ++i) {
+    uint32_t qh;
+    std::memcpy(&qh, w[i].qh, 4);
+    int sumi = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int q0 = (w[i].qs[j] & 0xF) | static_cast<int>((qh >> j) & 1) << 4;
+      const int q1 = (w[i].qs[j] >> 4) | static_cast<int>((qh >> (j + kQK / 2)) & 1) << 4;
+      sumi += (q0 - 16) * x[i].qs[j] + (q1 - 16) * x[i].qs[j + kQK / 2];
+    }
     s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi);
   }
   return s;

@@ -45,6 +45,17 @@ float q4_0_quad_row(const void* row, const PreparedX& x, int64_t n) {
   return K(static_cast<const BlockQ4_0*>(row), x.q8quad.data(), x.q8.data(), n / kQK);
 }
 
+// Q4_1 / Q5_0 on AVX2 / AVX-512: x grouped as for Q4_0 (+ the block sums for Q4_1's min).
+template <float (*K)(const BlockQ4_1*, const ActQ8Quad*, const ActQ8QuadSums*, int64_t)>
+float q4_1_quad_row(const void* row, const PreparedX& x, int64_t n) {
+  return K(static_cast<const BlockQ4_1*>(row), x.q8quad.data(), x.q8quad_sums.data(), n / kQK);
+}
+
+template <float (*K)(const BlockQ5_0*, const ActQ8Quad*, int64_t)>
+float q5_0_quad_row(const void* row, const PreparedX& x, int64_t n) {
+  return K(static_cast<const BlockQ5_0*>(row), x.q8quad.data(), n / kQK);
+}
+
 // Q8_0 on AVX2 / AVX-512 reads x in pairs of blocks (prepare_x fills q8pair for that ISA).
 template <float (*K)(const BlockQ8_0*, const ActQ8Pair*, const ActQ8*, int64_t)>
 float q8_0_pair_row(const void* row, const PreparedX& x, int64_t n) {
@@ -58,13 +69,15 @@ float bf16_row(const void* row, const PreparedX& x, int64_t n) {
 }
 
 // SUFFIX names the F32 kernel, QSUFFIX the Q4_K/Q6_K kernels (the AVX-512 ones come with and
-// without VNNI).
-#define MP_ROW_DOTS(SUFFIX, QSUFFIX, ISA, BF16_ROW, Q4_0_ROW, Q8_0_ROW) \
+// without VNNI), Q4_1_ROW / Q5_0_ROW the row dots of those types.
+#define MP_ROW_DOTS(SUFFIX, QSUFFIX, ISA, BF16_ROW, Q4_0_ROW, Q8_0_ROW, Q4_1_ROW, Q5_0_ROW) \
   switch (t) {                                                          \
     case DType::F32: return f32_row<dot_f32_##SUFFIX>;                  \
     case DType::F16: return kv_row<DType::F16, ISA>;                    \
     case DType::BF16: return BF16_ROW;                                  \
     case DType::Q4_0: return Q4_0_ROW;                                  \
+    case DType::Q4_1: return Q4_1_ROW;                                  \
+    case DType::Q5_0: return Q5_0_ROW;                                  \
     case DType::Q8_0: return Q8_0_ROW;                                  \
     case DType::Q4_K: return q8k_row<BlockQ4_K, dot_q4_k_##QSUFFIX>;    \
     case DType::Q6_K: return q8k_row<BlockQ6_K, dot_q6_k_##QSUFFIX>;    \
@@ -81,16 +94,19 @@ RowDot pick_row_dot(DType t, Isa isa, bool vnni) {
     case Isa::Avx512:
       if (vnni) {
         MP_ROW_DOTS(avx2, avx512vnni, Isa::Avx512, bf16_row<dot_bf16_avx512>, q4_0_quad_row<dot_q4_0_avx512vnni>,
-                    q8_0_pair_row<dot_q8_0_avx512vnni>)
+                    q8_0_pair_row<dot_q8_0_avx512vnni>, q4_1_quad_row<dot_q4_1_avx512vnni>,
+                    q5_0_quad_row<dot_q5_0_avx512vnni>)
       }
       MP_ROW_DOTS(avx2, avx512, Isa::Avx512, bf16_row<dot_bf16_avx512>, q4_0_quad_row<dot_q4_0_avx512>,
-                  q8_0_pair_row<dot_q8_0_avx512>)
+                  q8_0_pair_row<dot_q8_0_avx512>, q4_1_quad_row<dot_q4_1_avx512>,
+                  q5_0_quad_row<dot_q5_0_avx512>)
     case Isa::Avx2:
       MP_ROW_DOTS(avx2, avx2, Isa::Avx2, bf16_row<dot_bf16_avx2>, q4_0_quad_row<dot_q4_0_avx2>,
-                  q8_0_pair_row<dot_q8_0_avx2>)
+                  q8_0_pair_row<dot_q8_0_avx2>, q4_1_quad_row<dot_q4_1_avx2>, q5_0_quad_row<dot_q5_0_avx2>)
     case Isa::Scalar:
       MP_ROW_DOTS(scalar, scalar, Isa::Scalar, (kv_row<DType::BF16, Isa::Scalar>), (q8_row<BlockQ4_0, dot_q4_0_scalar>),
-                  (q8_row<BlockQ8_0, dot_q8_0_scalar>))
+                  (q8_row<BlockQ8_0, dot_q8_0_scalar>), (q8_row<BlockQ4_1, dot_q4_1_scalar>),
+                  (q8_row<BlockQ5_0, dot_q5_0_scalar>))
   }
   return nullptr;
 }

@@ -6,12 +6,27 @@
 
 namespace mp::kernels::detail {
 
-constexpr int kQK = 32;    // elements per Q4_0 / Q8_0 block
+constexpr int kQK = 32;    // elements per Q4_0 / Q4_1 / Q5_0 / Q8_0 block
 constexpr int kQK_K = 256; // elements per K-quant super-block
 
 // x[j] = d * ((qs[j] & 15) - 8), x[j + 16] = d * ((qs[j] >> 4) - 8)
 struct BlockQ4_0 {
   uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+
+// x[j] = d * (qs[j] & 15) + m, x[j + 16] = d * (qs[j] >> 4) + m
+struct BlockQ4_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qs[kQK / 2];
+};
+
+// x[j] = d * (((qs[j] & 15) | hb(j) << 4) - 16), x[j + 16] = d * (((qs[j] >> 4) | hb(j + 16) << 4)
+// - 16), with hb(e) = bit e of qh read as a little-endian uint32.
+struct BlockQ5_0 {
+  uint16_t d;
+  uint8_t qh[4];
   uint8_t qs[kQK / 2];
 };
 
@@ -41,6 +56,8 @@ struct BlockQ6_K {
 };
 
 static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
 static_assert(sizeof(BlockQ8_0) == 34);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ6_K) == 210);

@@ -1,7 +1,9 @@
 // Internal: integer building blocks shared by the AVX-512 dot kernels (dot_quant_avx512_body.h)
 // and the multi-row GEMM kernels (gemm_quant_avx512_body.h), so that both compute the same
-// int32 lanes by construction (the GEMM is tested bit-identical to matvec). Included inside
-// namespace mp::kernels::detail's anonymous namespace of a body, after MP_VNNI is defined.
+// int32 lanes by construction (the GEMM is tested bit-identical to matvec). Included after
+// MP_VNNI is defined. The helpers have internal linkage: the VNNI and non-VNNI translation
+// units define them with different bodies, and one shared inline definition would let the
+// linker hand VNNI instructions to a CPU without them.
 #pragma once
 #if !defined(MP_VNNI)
 #error "define MP_VNNI before including quant_ops_avx512.h"
@@ -11,6 +13,7 @@
 #include <cstdint>
 
 namespace mp::kernels::detail::avx512_ops {
+namespace {
 
 inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
@@ -25,4 +28,5 @@ inline __m512i acc_nibbles2(__m512i acc, __m512i u0, __m512i s0, __m512i u1, __m
 #endif
 }
 
+}  // namespace
 }  // namespace mp::kernels::detail::avx512_ops

@@ -29,6 +29,29 @@ void dequantize_q4_0(const BlockQ4_0* b, float* y, int64_t nb) {
   }
 }
 
+void dequantize_q4_1(const BlockQ4_1* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = fp16_to_f32(b[i].d), m = fp16_to_f32(b[i].m);
+    for (int j = 0; j < kQK / 2; ++j) {
+      y[j] = (b[i].qs[j] & 0xF) * d + m;
+      y[j + kQK / 2] = (b[i].qs[j] >> 4) * d + m;
+    }
+  }
+}
+
+void dequantize_q5_0(const BlockQ5_0* b, float* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, y += kQK) {
+    const float d = fp16_to_f32(b[i].d);
+    uint32_t qh;
+    std::memcpy(&qh, b[i].qh, 4);
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int hi0 = static_cast<int>((qh >> j) & 1) << 4, hi1 = static_cast<int>((qh >> (j + kQK / 2)) & 1) << 4;
+      y[j] = (((b[i].qs[j] & 0xF) | hi0) - 16) * d;
+      y[j + kQK / 2] = (((b[i].qs[j] >> 4) | hi1) - 16) * d;
+    }
+  }
+}
+
 void dequantize_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, y += kQK) {
     const float d = fp16_to_f32(b[i].d);
@@ -89,6 +112,45 @@ void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
       const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + kQK / 2] * id + 8.5f)));
       y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
     }
+  }
+}
+
+// ggml quantize_row_q4_1_ref: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5)).
+void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float lo = x[0], hi = x[0];
+    for (int j = 1; j < kQK; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
+    const float d = (hi - lo) / 15;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    y[i].m = f32_to_fp16(lo);
+    for (int j = 0; j < kQK / 2; ++j) {
+      // Truncation, as ggml (the argument is >= 0, so it rounds half up).
+      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - lo) * id + 0.5f)));
+      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + kQK / 2] - lo) * id + 0.5f)));
+      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
+    }
+  }
+}
+
+// ggml quantize_row_q5_0_ref: d = (signed value of largest magnitude) / -16,
+// q = min(31, trunc(x / d + 16.5)); bit 4 of element e's q goes to bit e of qh.
+void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
+  for (int64_t i = 0; i < nb; ++i, x += kQK) {
+    float amax = 0, max = 0;
+    for (int j = 0; j < kQK; ++j)
+      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
+    const float d = max / -16;
+    const float id = d ? 1.0f / d : 0.0f;
+    y[i].d = f32_to_fp16(d);
+    uint32_t qh = 0;
+    for (int j = 0; j < kQK / 2; ++j) {
+      const int q0 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
+      const int q1 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j + kQK / 2] * id + 16.5f)));
+      y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
+      qh |= static_cast<uint32_t>(q0 >> 4) << j | static_cast<uint32_t>(q1 >> 4) << (j + kQK / 2);
+    }
+    std::memcpy(y[i].qh, &qh, 4);
   }
 }
 
@@ -209,6 +271,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::F16: for (int64_t i = 0; i < n; ++i) dst[i] = fp16_to_f32(static_cast<const uint16_t*>(src)[i]); return;
     case DType::BF16: for (int64_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(static_cast<const uint16_t*>(src)[i]); return;
     case DType::Q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
+    case DType::Q4_1: return dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
+    case DType::Q5_0: return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
     case DType::Q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
     case DType::Q4_K: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
     case DType::Q6_K: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
@@ -230,6 +294,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::F16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_fp16(src[i]); return;
     case DType::BF16: for (int64_t i = 0; i < n; ++i) static_cast<uint16_t*>(dst)[i] = f32_to_bf16(src[i]); return;
     case DType::Q4_0: return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
+    case DType::Q4_1: return quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), nb);
+    case DType::Q5_0: return quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
     case DType::Q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
     case DType::Q4_K: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
     case DType::Q6_K: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);

@@ -22,16 +22,19 @@ void rms_norm(const float* x, const float* w, float* out, int n, float eps) {
 
 void apply_rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& rope) {
   const double p = static_cast<double>(pos) / rope.linear_factor;
+  const bool neox = rope.type == RopeType::Neox;
   for (int i = 0; i < head_dim / 2; ++i) {
     double freq = std::pow(static_cast<double>(rope.theta), -2.0 * i / head_dim);
     if (!rope.freq_factors.empty()) freq /= rope.freq_factors[i];
     const double angle = p * freq;
     const float c = static_cast<float>(std::cos(angle)), s = static_cast<float>(std::sin(angle));
+    // pair i rotates (x[i0], x[i1]) by the same angle in either layout
+    const int i0 = neox ? i : 2 * i, i1 = neox ? i + head_dim / 2 : 2 * i + 1;
     for (int h = 0; h < n_heads; ++h) {
-      float* v = x + static_cast<size_t>(h) * head_dim + 2 * i;
-      const float a = v[0], b = v[1];
-      v[0] = a * c - b * s;
-      v[1] = a * s + b * c;
+      float* v = x + static_cast<size_t>(h) * head_dim;
+      const float a = v[i0], b = v[i1];
+      v[i0] = a * c - b * s;
+      v[i1] = a * s + b * c;
     }
   }
 }

@@ -1,5 +1,6 @@
 // The Llama forward pass over one sequence: embeddings, n_layer blocks of (RMSNorm, attention
-// with RoPE and GQA, RMSNorm, SwiGLU MLP), final norm and output projection.
+// with RoPE and GQA, RMSNorm, SwiGLU MLP), final norm and output projection. qwen2 is the same
+// graph with biases on the Q/K/V projections and NEOX rope (hparams.h).
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -64,7 +65,8 @@ class CpuDecodeBatchBackend final : public Backend {
 
 // Scalar helpers, exposed for tests.
 void rms_norm(const float* x, const float* w, float* out, int n, float eps);
-// Rotates adjacent pairs (x[2i], x[2i+1]) of each of n_heads heads of head_dim at position pos.
+// Rotates pair i of each of n_heads heads of head_dim at position pos by pos * theta^(-2i/head_dim):
+// (x[2i], x[2i+1]) for RopeType::Norm, (x[i], x[i + head_dim/2]) for RopeType::Neox.
 void apply_rope(float* x, int n_heads, int head_dim, int64_t pos, const RopeParams& rope);
 
 }  // namespace mp

@@ -18,8 +18,16 @@ static int positive_int(const gguf::File& f, const std::string& key, int64_t max
 HParams read_hparams(const gguf::File& f) {
   HParams hp;
   hp.arch = f.get_string("general.architecture");
-  check(hp.arch == "llama", f.path() + ": architecture '" + hp.arch +
-                                "' is not supported (supported: llama — Llama 2, Llama 3/3.1, Mistral)");
+  // Both run one graph; they differ in the rotary layout and in qwen2's Q/K/V biases, which
+  // the loader takes wherever the file has them.
+  if (hp.arch == "llama") {
+    hp.rope.type = RopeType::Norm;
+  } else if (hp.arch == "qwen2") {
+    hp.rope.type = RopeType::Neox;
+  } else {
+    throw Error(f.path() + ": architecture '" + hp.arch +
+                "' is not supported (supported: llama — Llama 2, Llama 3/3.1, Mistral; qwen2 — Qwen2, Qwen2.5)");
+  }
   hp.name = f.get_string("general.name", "");
   const std::string a = hp.arch + ".";
   hp.n_embd = positive_int(f, a + "embedding_length", 1 << 16);
@@ -65,6 +73,8 @@ HParams read_hparams(const gguf::File& f) {
                 "llama3 via rope_freqs.weight)");
   }
   if (const gguf::TensorInfo* t = f.find_tensor("rope_freqs.weight")) {
+    // llama.cpp's qwen2 graph has no frequency factors (and its loader refuses extra tensors)
+    check(hp.arch == "llama", f.path() + ": rope_freqs.weight is not supported for architecture " + hp.arch);
     check(t->n_elements() == hp.head_dim / 2, f.path() + ": rope_freqs.weight has " +
                                                   std::to_string(t->n_elements()) + " elements, expected " +
                                                   std::to_string(hp.head_dim / 2));

@@ -1,4 +1,5 @@
-// Hyper-parameters of a Llama-family model, read from GGUF metadata only.
+// Hyper-parameters of a Llama-family model (GGUF architectures `llama` and `qwen2`), read from
+// GGUF metadata only.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -8,14 +9,21 @@ namespace mp::gguf { class File; }
 
 namespace mp {
 
+// Which elements of a head rotate together: llama.cpp's NORM takes adjacent pairs (x[2i],
+// x[2i+1]) (GGUF `llama` files are permuted by the converter to make that right); NEOX takes
+// the halves (x[i], x[i + head_dim/2]), the layout of the Hugging Face checkpoints, which
+// `qwen2` files keep unpermuted.
+enum class RopeType { Norm, Neox };
+
 struct RopeParams {
+  RopeType type = RopeType::Norm;
   float theta = 10000.0f;       // base
   float linear_factor = 1.0f;   // positions are divided by this ("linear" scaling)
   std::vector<float> freq_factors;  // per rotary pair divisor (llama3 scaling; rope_freqs.weight), may be empty
 };
 
 struct HParams {
-  std::string arch;        // "llama" (Llama 2/3, Mistral use the same graph)
+  std::string arch;        // "llama" (Llama 2/3, Mistral) or "qwen2" (same graph with Q/K/V bias, NEOX rope)
   std::string name;        // general.name, informational
   int n_vocab = 0;
   int n_embd = 0;

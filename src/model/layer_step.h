@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <exception>
 #include <span>
+#include <vector>
 
 #include "model/backend.h"
 #include "model/forward.h"
@@ -14,6 +15,11 @@
 namespace mp::detail {
 
 inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
+
+// y += b; an empty b (no bias in the file) leaves y as it is.
+inline void add_bias(float* y, const std::vector<float>& b) {
+  for (size_t c = 0; c < b.size(); ++c) y[c] += b[c];
+}
 
 // Activations of n token rows, in a buffer leased from the model's scratch pool (reused across
 // calls and sequences, not zeroed: run_layer writes every row before reading it).
@@ -68,8 +74,8 @@ void for_rows(int64_t n, int n_threads, Fn&& fn) {
 
 // Everything of layer l except the attention itself: row i sits at position pos_of(i), its
 // K/V go to write_kv(i, k, v), and attend() fills s.att from s.q. The row-wise steps (norms,
-// RoPE, residuals, SwiGLU) run on n_threads threads; each row's arithmetic does not depend on
-// the split.
+// Q/K/V biases, RoPE, residuals, SwiGLU) run on n_threads threads; each row's arithmetic does
+// not depend on the split.
 template <class PosOf, class WriteKv, class Attend>
 void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch& s, int n_threads, PosOf&& pos_of,
                WriteKv&& write_kv, Attend&& attend) {
@@ -85,6 +91,9 @@ void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch
     be.linear_multi(ws, s.xn.data(), n, ys);
   }
   for_rows(n, n_threads, [&](int64_t i) {
+    add_bias(&s.q[i * qd], w.bq);
+    add_bias(&s.k[i * kd], w.bk);
+    add_bias(&s.v[i * kd], w.bv);
     apply_rope(&s.q[i * qd], hp.n_head, hp.head_dim, pos_of(i), hp.rope);
     apply_rope(&s.k[i * kd], hp.n_kv_head, hp.head_dim, pos_of(i), hp.rope);
     write_kv(i, &s.k[i * kd], &s.v[i * kd]);

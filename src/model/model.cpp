@@ -24,6 +24,22 @@ static std::vector<float> vector_f32(const gguf::File& f, const std::string& nam
   return out;
 }
 
+static std::vector<float> optional_vector_f32(const gguf::File& f, const std::string& name, int64_t n) {
+  return f.find_tensor(name) ? vector_f32(f, name, n) : std::vector<float>{};
+}
+
+// Biases other than Q/K/V (attn_output, ffn_*, output; llama.cpp takes them for some llama
+// files) are not applied by the forward pass: a file with one is refused, not run wrongly.
+static void refuse_unused_biases(const gguf::File& f) {
+  for (const gguf::TensorInfo& t : f.tensors()) {
+    const std::string& n = t.name;
+    if (!n.ends_with(".bias")) continue;
+    const bool qkv = n.rfind("blk.", 0) == 0 && (n.ends_with(".attn_q.bias") || n.ends_with(".attn_k.bias") ||
+                                                   n.ends_with(".attn_v.bias"));
+    check(qkv, f.path() + ": tensor '" + n + "' is not supported (only attn_q/attn_k/attn_v biases are)");
+  }
+}
+
 std::unique_ptr<Model> Model::load(const std::string& path) {
   gguf::File file = gguf::File::open(path);
   HParams hp = read_hparams(file);
@@ -31,6 +47,7 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
   auto m = std::unique_ptr<Model>(new Model{std::move(file), hp, std::move(tok), {}, {}, {}, false, {},
                                                   std::make_unique<detail::ScratchPool>()});
   const gguf::File& f = m->file;
+  refuse_unused_biases(f);
   check(m->tokenizer.n_vocab() == hp.n_vocab,
         f.path() + ": tokenizer has " + std::to_string(m->tokenizer.n_vocab()) +
             " tokens but token_embd.weight has " + std::to_string(hp.n_vocab) + " rows");
@@ -52,6 +69,9 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     w.wq = matrix(f, p + "attn_q.weight", q_dim, hp.n_embd);
     w.wk = matrix(f, p + "attn_k.weight", kv_dim, hp.n_embd);
     w.wv = matrix(f, p + "attn_v.weight", kv_dim, hp.n_embd);
+    w.bq = optional_vector_f32(f, p + "attn_q.bias", q_dim);
+    w.bk = optional_vector_f32(f, p + "attn_k.bias", kv_dim);
+    w.bv = optional_vector_f32(f, p + "attn_v.bias", kv_dim);
     w.wo = matrix(f, p + "attn_output.weight", hp.n_embd, q_dim);
     w.w_gate = matrix(f, p + "ffn_gate.weight", hp.n_ff, hp.n_embd);
     w.w_up = matrix(f, p + "ffn_up.weight", hp.n_ff, hp.n_embd);

@@ -16,6 +16,7 @@ namespace mp {
 struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
   Weight wq, wk, wv, wo;
+  std::vector<float> bq, bk, bv;  // projection biases (qwen2); empty when the file has none
   Weight w_gate, w_up, w_down;
 };
 

@@ -45,6 +45,9 @@ int copy_vocab(const gguf::File& src, gguf::Writer& out) {
 void write_random_model(const RandomModelSpec& s, const std::string& path) {
   check((s.head_dim > 0 || s.n_embd % s.n_head == 0) && s.n_head % s.n_kv_head == 0 && s.head_dim >= 0,
         "random model: inconsistent head counts");
+  check(s.arch == "llama" || s.arch == "qwen2", "random model: architecture '" + s.arch + "' (llama or qwen2)");
+  check(s.arch == "llama" || !s.llama3_rope_scaling, "random model: llama3 rope scaling is for llama only");
+  const bool biases = s.arch == "qwen2";
   gguf::Writer out;
   int n_vocab = s.n_vocab;
   if (!s.vocab_from.empty()) {
@@ -54,22 +57,24 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
   }
   const int hd = s.head_dim > 0 ? s.head_dim : s.n_embd / s.n_head;
   const int64_t q_dim = int64_t(s.n_head) * hd;
-  out.set_string("general.architecture", "llama");
+  const std::string a = s.arch + ".";
+  out.set_string("general.architecture", s.arch);
   out.set_string("general.name", s.name);
-  out.set_u32("llama.context_length", uint32_t(s.n_ctx));
-  out.set_u32("llama.embedding_length", uint32_t(s.n_embd));
-  out.set_u32("llama.block_count", uint32_t(s.n_layer));
-  out.set_u32("llama.feed_forward_length", uint32_t(s.n_ff));
-  out.set_u32("llama.rope.dimension_count", uint32_t(hd));
-  out.set_u32("llama.attention.head_count", uint32_t(s.n_head));
-  out.set_u32("llama.attention.head_count_kv", uint32_t(s.n_kv_head));
+  out.set_u32(a + "context_length", uint32_t(s.n_ctx));
+  out.set_u32(a + "embedding_length", uint32_t(s.n_embd));
+  out.set_u32(a + "block_count", uint32_t(s.n_layer));
+  out.set_u32(a + "feed_forward_length", uint32_t(s.n_ff));
+  out.set_u32(a + "rope.dimension_count", uint32_t(hd));
+  out.set_u32(a + "attention.head_count", uint32_t(s.n_head));
+  out.set_u32(a + "attention.head_count_kv", uint32_t(s.n_kv_head));
   if (q_dim != s.n_embd) {
-    out.set_u32("llama.attention.key_length", uint32_t(hd));
-    out.set_u32("llama.attention.value_length", uint32_t(hd));
+    out.set_u32(a + "attention.key_length", uint32_t(hd));
+    out.set_u32(a + "attention.value_length", uint32_t(hd));
   }
-  out.set_f32("llama.attention.layer_norm_rms_epsilon", 1e-5f);
-  out.set_f32("llama.rope.freq_base", s.rope_theta);
-  out.set_u32("llama.vocab_size", uint32_t(n_vocab));
+  // Qwen2.5's value; llama keeps the 1e-5 its random files have always had
+  out.set_f32(a + "attention.layer_norm_rms_epsilon", biases ? 1e-6f : 1e-5f);
+  out.set_f32(a + "rope.freq_base", s.rope_theta);
+  out.set_u32(a + "vocab_size", uint32_t(n_vocab));
 
   Rng rng(s.seed);
   auto gaussian = [&rng] { return float(rng.gaussian()); };
@@ -99,6 +104,12 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
     const std::vector<uint8_t> buf = random_rows(t, rows, cols, s.weight_scale / std::sqrt(float(cols)));
     out.add_tensor(name, t, {cols, rows}, buf.data(), buf.size());
   };
+  // Qwen2.5-Coder's biases have a std of 0.5-2 beyond layer 0 (its layer-0 K bias reaches
+  // 354), the order of the projected activations, so a bias bug shows in the logits.
+  auto bias = [&](const std::string& name, int64_t n) {
+    const std::vector<uint8_t> buf = random_rows(DType::F32, 1, n, 0.5f);
+    out.add_tensor(name, DType::F32, {n}, buf.data(), buf.size());
+  };
   auto norm = [&](const std::string& name) {
     std::vector<float> w(s.n_embd);
     for (float& x : w) x = 1.0f + 0.1f * gaussian();
@@ -121,6 +132,11 @@ void write_random_model(const RandomModelSpec& s, const std::string& path) {
     mat(p + "attn_q.weight", q_dim, s.n_embd);
     mat(p + "attn_k.weight", kv, s.n_embd);
     mat(p + "attn_v.weight", kv, s.n_embd);
+    if (biases) {
+      bias(p + "attn_q.bias", q_dim);
+      bias(p + "attn_k.bias", kv);
+      bias(p + "attn_v.bias", kv);
+    }
     mat(p + "attn_output.weight", s.n_embd, q_dim);
     norm(p + "ffn_norm.weight");
     mat(p + "ffn_gate.weight", s.n_ff, s.n_embd);

@@ -63,7 +63,12 @@ TEST(Bf16, RoundsToNearestEven) {
 
 TEST(DType, SizesMatchGgml) {
   EXPECT_EQ(dtype_row_bytes(DType::Q4_0, 64), 36u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q4_1, 64), 40u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q5_0, 64), 44u);
   EXPECT_EQ(dtype_row_bytes(DType::Q8_0, 32), 34u);
+  EXPECT_EQ(dtype_from_ggml(3), DType::Q4_1);
+  EXPECT_EQ(dtype_from_ggml(6), DType::Q5_0);
+  EXPECT_FALSE(dtype_from_ggml(7).has_value());  // Q5_1
   EXPECT_EQ(dtype_row_bytes(DType::Q4_K, 256), 144u);
   EXPECT_EQ(dtype_row_bytes(DType::Q6_K, 256), 210u);
   EXPECT_EQ(dtype_row_bytes(DType::BF16, 3), 6u);

@@ -84,7 +84,7 @@ TEST(GgufBadInput, BigEndianRefused) {
 TEST(GgufBadInput, UnsupportedTensorTypeIsNamed) {
   EXPECT_GGUF_ERROR(one_tensor({256}, kQ5_K, 0, 256, "blk.0.attn_q.weight"),
                     "tensor 'blk.0.attn_q.weight' has type Q5_K, which magicpig does not support "
-                    "(supported: F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K)");
+                    "(supported: F32, F16, BF16, Q8_0, Q5_0, Q4_0, Q4_1, Q4_K, Q6_K)");
 }
 
 TEST(GgufBadInput, UnknownTensorTypeId) {

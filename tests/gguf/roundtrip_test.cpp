@@ -219,7 +219,8 @@ TEST(GgufRoundTrip, KeysInInsertionOrderAndReplaceKeepsPosition) {
 struct DTypeCase {
   DType type;
   std::vector<int64_t> shape;
-  size_t nbytes;  // from the ggml block layouts: Q4_0 18 B/32, Q8_0 34 B/32, Q4_K 144 B/256, Q6_K 210 B/256
+  size_t nbytes;  // from the ggml block layouts: Q4_0 18 B/32, Q4_1 20 B/32, Q5_0 22 B/32, Q8_0 34 B/32,
+                  // Q4_K 144 B/256, Q6_K 210 B/256
 };
 
 const DTypeCase kDTypes[] = {
@@ -228,6 +229,8 @@ const DTypeCase kDTypes[] = {
     {DType::BF16, {3, 2, 2}, 12 * 2},
     {DType::Q8_0, {64, 3}, 2 * 3 * 34},
     {DType::Q4_0, {32, 2, 1, 2}, 4 * 18},
+    {DType::Q4_1, {64, 3}, 6 * 20},
+    {DType::Q5_0, {96}, 3 * 22},
     {DType::Q4_K, {256, 2}, 2 * 144},
     {DType::Q6_K, {512}, 2 * 210},
 };

@@ -3,7 +3,8 @@
 // seeded random Llama-3-shaped model (GQA 8/2, llama3 rope scaling, theta 500000, tied and
 // untied output), each with several weight types. Both engines decode greedily from the same
 // prompt ids; the greedy tokens must be identical and every logits row must agree within a
-// per-type tolerance relative to that row's logit range.
+// per-type tolerance relative to that row's logit range. The same shape as architecture qwen2
+// (Q/K/V biases, NEOX rope) runs as its own instantiation (Qwen2/...).
 #include <gtest/gtest.h>
 
 #include <cstdio>
@@ -17,7 +18,7 @@
 namespace mp {
 namespace {
 
-enum class Source { Stories260k, RandomLlama3, RandomWideHeads, Shipped };
+enum class Source { Stories260k, RandomLlama3, RandomWideHeads, Shipped, RandomQwen2 };
 
 struct Case {
   const char* name;
@@ -54,6 +55,21 @@ RandomModelSpec llama3_spec(DType type, bool tied) {
   s.seed = tied ? 11 : 22;
   return s;
 }
+
+// ---- qwen2 (random model): spec ----
+// The llama3 shape as architecture qwen2: Q/K/V biases, NEOX rope at Qwen2.5's theta 1e6, no
+// llama3 scaling (qwen2 has none). Untied seed 41 has the largest smallest top-1/top-2 gap of
+// llama.cpp's F32 greedy run among seeds 40..60 (0.0039 of the range; 0.0002-0.0037 for the
+// others); tied outputs repeat the fed token, as in llama3_spec.
+RandomModelSpec qwen2_spec(DType type, bool tied) {
+  RandomModelSpec s = llama3_spec(type, tied);
+  s.arch = "qwen2";
+  s.rope_theta = 1e6f;
+  s.llama3_rope_scaling = false;
+  s.seed = tied ? 31 : 41;
+  return s;
+}
+// ---- end qwen2 spec ----
 
 // The model that ships as the default (issue 4: identical greedy tokens with llama.cpp for at
 // least 32 steps). A real sentence, tokenized by the model's own vocabulary.
@@ -104,6 +120,8 @@ TEST_P(Interop, GreedyTokensAndLogitsMatchLlamaCpp) {
     RandomModelSpec s = llama3_spec(c.type, c.tied);
     s.head_dim = 64;
     write_random_model(s, path);
+  } else if (c.source == Source::RandomQwen2) {
+    write_random_model(qwen2_spec(c.type, c.tied), path);
   } else {
     write_random_model(llama3_spec(c.type, c.tied), path);
   }
@@ -190,6 +208,8 @@ INSTANTIATE_TEST_SUITE_P(
         // logits and the third opinion still are checked.
         Case{"stories260k_q8_0", Source::Stories260k, DType::Q8_0, true, 0.15, true},
         Case{"stories260k_q4_0", Source::Stories260k, DType::Q4_0, true, 0.15, false},
+        Case{"stories260k_q4_1", Source::Stories260k, DType::Q4_1, true, 0.5, false},
+        Case{"stories260k_q5_0", Source::Stories260k, DType::Q5_0, true, 0.5, false},
         // The same through matvec one prompt token at a time (must equal the case above).
         Case{"stories260k_q8_0_tokenwise_prefill", Source::Stories260k, DType::Q8_0, true, 0.15, true, 1},
         Case{"llama3_untied_f32", Source::RandomLlama3, DType::F32, false, 1e-3},
@@ -200,15 +220,34 @@ INSTANTIATE_TEST_SUITE_P(
         Case{"llama3_untied_q4_0", Source::RandomLlama3, DType::Q4_0, false, 0.03, false},
         Case{"llama3_untied_q4_k", Source::RandomLlama3, DType::Q4_K, false, 0.04, false},
         Case{"llama3_untied_q6_k", Source::RandomLlama3, DType::Q6_K, false, 0.04, false},
+        Case{"llama3_untied_q4_1", Source::RandomLlama3, DType::Q4_1, false, 0.5, false},
+        Case{"llama3_untied_q5_0", Source::RandomLlama3, DType::Q5_0, false, 0.5, false},
         Case{"llama3_tied_f32", Source::RandomLlama3, DType::F32, true, 5e-4},
         Case{"llama3_tied_f16", Source::RandomLlama3, DType::F16, true, 1e-3},
         Case{"llama3_tied_q8_0", Source::RandomLlama3, DType::Q8_0, true, 0.015},
         Case{"llama3_tied_q4_0", Source::RandomLlama3, DType::Q4_0, true, 0.015},
         Case{"llama3_tied_q4_k", Source::RandomLlama3, DType::Q4_K, true, 0.015},
         Case{"llama3_tied_q6_k", Source::RandomLlama3, DType::Q6_K, true, 0.015},
+        Case{"llama3_tied_q4_1", Source::RandomLlama3, DType::Q4_1, true, 0.5},
+        Case{"llama3_tied_q5_0", Source::RandomLlama3, DType::Q5_0, true, 0.5},
         Case{"wide_heads_tied_f32", Source::RandomWideHeads, DType::F32, true, 5e-4},
         Case{"wide_heads_tied_f16", Source::RandomWideHeads, DType::F16, true, 1e-3}),
     [](const auto& info) { return std::string(info.param.name); });
+
+// ---- qwen2 (random model): cases ----
+// Same tolerances as the llama3 cases of the same type (the graph differs only in the biases,
+// added in f32 by both engines, and in which elements RoPE pairs).
+INSTANTIATE_TEST_SUITE_P(
+    Qwen2, Interop,
+    ::testing::Values(Case{"qwen2_untied_f32", Source::RandomQwen2, DType::F32, false, 1e-3},
+                      Case{"qwen2_untied_f16", Source::RandomQwen2, DType::F16, false, 2e-3},
+                      Case{"qwen2_tied_f32", Source::RandomQwen2, DType::F32, true, 5e-4},
+                      Case{"qwen2_tied_f16", Source::RandomQwen2, DType::F16, true, 1e-3},
+                      Case{"qwen2_untied_q8_0", Source::RandomQwen2, DType::Q8_0, false, 0.03, false},
+                      Case{"qwen2_untied_q4_k", Source::RandomQwen2, DType::Q4_K, false, 0.04, false},
+                      Case{"qwen2_untied_q6_k", Source::RandomQwen2, DType::Q6_K, false, 0.04, false}),
+    [](const auto& info) { return std::string(info.param.name); });
+// ---- end qwen2 cases ----
 
 }  // namespace
 }  // namespace mp

@@ -19,8 +19,8 @@ namespace {
 
 using test::random_floats;
 
-constexpr DType kAllTypes[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0,
-                               DType::Q8_0, DType::Q4_K, DType::Q6_K};
+constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
+                               DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
 void put_u16(std::vector<uint8_t>& b, size_t off, uint16_t v) { std::memcpy(&b[off], &v, 2); }
 
@@ -120,6 +120,15 @@ std::vector<float> error_bounds(DType t, const std::vector<float>& x) {
       case DType::Q4_0:  // half a step, or a full step for the clamped +8 end; + fp16 d error
         b[i] = amax_of(i / 32 * 32, 32) / 8 * (1.0f + 8 * 0x1p-11f) * 1.001f + 8 * kD16Abs;
         break;
+      case DType::Q4_1: {  // half a step + fp16 rounding of d (times q <= 15) and of m
+        float lo = x[i / 32 * 32], hi = lo;
+        for (size_t l = i / 32 * 32; l < i / 32 * 32 + 32; ++l) lo = std::min(lo, x[l]), hi = std::max(hi, x[l]);
+        b[i] = (hi - lo) / 15 * (0.5f + 15 * 0x1p-11f) * 1.001f + std::fabs(lo) * 0x1p-11f + 16 * kD16Abs;
+        break;
+      }
+      case DType::Q5_0:  // as Q4_0 with 16 steps: a full step at the clamped +16 end; + fp16 d error
+        b[i] = amax_of(i / 32 * 32, 32) / 16 * (1.0f + 16 * 0x1p-11f) * 1.001f + 16 * kD16Abs;
+        break;
       case DType::Q4_K: {
         // half a step of the sub-block, + 6-bit rounding of scale and min relative to the
         // block maxima (<= 15 * max_scale/126 + max_min/126 <= 0.24 max_scale): one step of
@@ -218,7 +227,7 @@ TEST(Quants, BadInputsAreErrors) {
   EXPECT_THROW(dequantize_row(DType::Q4_0, buf.data(), f.data(), 33), Error);
   EXPECT_THROW(quantize_row(DType::Q4_K, f.data(), buf.data(), 128), Error);
   EXPECT_THROW(dot_row_ref(DType::Q6_K, buf.data(), f.data(), 100), Error);
-  EXPECT_THROW(dequantize_row(static_cast<DType>(3), buf.data(), f.data(), 32), Error);
+  EXPECT_THROW(dequantize_row(static_cast<DType>(4), buf.data(), f.data(), 32), Error);  // Q4_2: retired in ggml
   EXPECT_THROW(dot_row_ref(static_cast<DType>(99), buf.data(), f.data(), 32), Error);
   f[5] = std::nanf("");
   EXPECT_THROW(quantize_row(DType::Q8_0, f.data(), buf.data(), 32), Error);

@@ -1,5 +1,6 @@
 // The forward pass against an independent double-precision implementation of the Llama
-// definition (tests/testutil/reference_forward.h), on small random models (GQA, tied/untied output, llama3 rope scaling).
+// definition (tests/testutil/reference_forward.h), on small random models (GQA, tied/untied
+// output, llama3 rope scaling; qwen2's Q/K/V biases and NEOX rope).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -37,6 +38,10 @@ TEST_P(ForwardVsReference, PrefillAndDecodeMatchDoubleReference) {
   const std::string path = dir.file("m.gguf");
   write_random_model(c.spec, path);
   auto m = Model::load(path);
+  // the reference reads the same LayerWeights, so a bias the loader dropped would go unseen
+  if (c.spec.arch == "qwen2") {
+    for (const LayerWeights& w : m->layers) ASSERT_FALSE(w.bq.empty() || w.bk.empty() || w.bv.empty());
+  }
   std::vector<int32_t> tokens;
   for (int i = 0; i < 24; ++i) tokens.push_back((i * 37 + 5) % m->hp.n_vocab);
   const auto ref = test::reference_logits(*m, tokens, 0);
@@ -79,6 +84,13 @@ RandomModelSpec wide_heads(RandomModelSpec s, int head_dim) {
   return s;
 }
 
+// Qwen2.5's theta; llama3 scaling does not apply to qwen2
+RandomModelSpec qwen2(RandomModelSpec s) {
+  s.arch = "qwen2";
+  s.rope_theta = 1e6f;
+  return s;
+}
+
 // Tolerances: the engine stores K/V in bf16 (8 bits of mantissa) or f16 (11 bits) and
 // accumulates in f32; logits are O(1..10).
 INSTANTIATE_TEST_SUITE_P(
@@ -91,7 +103,11 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"gqa_q8_0", spec(4, 1, false, true, DType::Q8_0), DType::F16, 0.08},
                       // heads wider than n_embd / n_head (GGUF attention.key_length): 8 heads of
                       // 16 in a 64 embedding, as a model grown by heads (training/) has
-                      Case{"key_length_f16", wide_heads(spec(8, 4, false, false, DType::F16), 16), DType::F16, 0.01}),
+                      Case{"key_length_f16", wide_heads(spec(8, 4, false, false, DType::F16), 16), DType::F16, 0.01},
+                      Case{"qwen2_gqa_f32", qwen2(spec(4, 2, false, false, DType::F32)), DType::F16, 0.01},
+                      Case{"qwen2_mha_tied_bf16", qwen2(spec(4, 4, true, false, DType::F32)), DType::BF16, 0.08},
+                      Case{"qwen2_gqa4_f16w", qwen2(spec(8, 2, false, false, DType::F16)), DType::F16, 0.01},
+                      Case{"qwen2_q8_0", qwen2(spec(4, 1, false, false, DType::Q8_0)), DType::F16, 0.08}),
     [](const auto& info) { return std::string(info.param.name); });
 
 TEST(Rope, RotationPreservesNormAndIsRelative) {
@@ -113,6 +129,29 @@ TEST(Rope, RotationPreservesNormAndIsRelative) {
   }
   EXPECT_NEAR(d1, d2, 1e-3);
   EXPECT_NEAR(n0, n1, 1e-3);
+}
+
+// NEOX pairs (x[i], x[i + d/2]) are NORM pairs (x[2i], x[2i+1]) after interleaving the halves,
+// which is the permutation llama.cpp's converter applies to llama Q/K weights.
+TEST(Rope, NeoxIsNormOnInterleavedHalves) {
+  const int hd = 16, heads = 3;
+  RopeParams norm, neox;
+  norm.theta = neox.theta = 1e6f;
+  neox.type = RopeType::Neox;
+  std::vector<float> x(heads * hd), y(heads * hd);
+  for (int i = 0; i < heads * hd; ++i) x[i] = std::cos(i * 0.7f) + 0.05f * i;
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < hd / 2; ++i) {
+      y[h * hd + 2 * i] = x[h * hd + i];
+      y[h * hd + 2 * i + 1] = x[h * hd + i + hd / 2];
+    }
+  apply_rope(x.data(), heads, hd, 37, neox);
+  apply_rope(y.data(), heads, hd, 37, norm);
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < hd / 2; ++i) {
+      EXPECT_EQ(x[h * hd + i], y[h * hd + 2 * i]) << h << " " << i;
+      EXPECT_EQ(x[h * hd + i + hd / 2], y[h * hd + 2 * i + 1]) << h << " " << i;
+    }
 }
 
 TEST(Rope, Llama3FactorsFollowTheirBands) {

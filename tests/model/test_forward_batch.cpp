@@ -1,6 +1,6 @@
 // forward_decode_batch against forward_decode run on copies of the same caches: several
-// sequences of different lengths, every weight type family, bf16 and f16 caches, batch sizes on
-// both sides of kernels::matmul's matvec/f32-GEMM switch (n < 4 / n >= 4).
+// sequences of different lengths, every weight type family, bf16 and f16 caches, llama and
+// qwen2, batch sizes on both sides of kernels::matmul's matvec/f32-GEMM switch (n < 4 / n >= 4).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -55,6 +55,7 @@ struct Case {
   // against the exact forward pass is as large (0.026, 0.046) while the batched rows' is
   // 0.009 / 0.001. Tolerances are ~2-5x the measured values.
   double tol;
+  const char* arch = "llama";  // qwen2: Q/K/V biases and NEOX rope at each row's own position
 };
 
 class ForwardBatch : public ::testing::TestWithParam<Case> {};
@@ -70,6 +71,7 @@ TEST_P(ForwardBatch, EachRowMatchesASingleDecode) {
   spec.n_kv_head = 2;
   spec.n_layer = 2;
   spec.weight_scale = 2.0f;
+  spec.arch = c.arch;
   write_random_model(spec, dir.file("m.gguf"));
   auto m = Model::load(dir.file("m.gguf"));
   const int V = m->hp.n_vocab;
@@ -141,7 +143,9 @@ INSTANTIATE_TEST_SUITE_P(Types, ForwardBatch,
                          ::testing::Values(Case{"f32_bf16", DType::F32, DType::BF16, 64, 128, 1e-5},
                                            Case{"f16_f16", DType::F16, DType::F16, 64, 128, 1e-5},
                                            Case{"q8_0_bf16", DType::Q8_0, DType::BF16, 64, 128, 0.1},
-                                           Case{"q4_k_f16", DType::Q4_K, DType::F16, 256, 512, 0.1}),
+                                           Case{"q4_k_f16", DType::Q4_K, DType::F16, 256, 512, 0.1},
+                                           Case{"qwen2_f16_f16", DType::F16, DType::F16, 64, 128, 1e-5, "qwen2"},
+                                           Case{"qwen2_q8_0_bf16", DType::Q8_0, DType::BF16, 64, 128, 0.1, "qwen2"}),
                          [](const auto& info) { return std::string(info.param.name); });
 
 // Every row of Y is kernels::matvec of that row of X, bit for bit: shapes with a partial last

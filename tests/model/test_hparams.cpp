@@ -14,16 +14,17 @@
 namespace mp {
 namespace {
 
-// Writes a minimal llama header (metadata only plus the embedding), letting `edit` change it.
-std::string write_header(const test::TempDir& dir, const std::function<void(gguf::Writer&)>& edit) {
+// Writes a minimal header of `arch` (metadata only plus the embedding), letting `edit` change it.
+std::string write_header(const test::TempDir& dir, const std::function<void(gguf::Writer&)>& edit,
+                         const std::string& arch = "llama") {
   gguf::Writer w;
-  w.set_string("general.architecture", "llama");
-  w.set_u32("llama.embedding_length", 64);
-  w.set_u32("llama.block_count", 2);
-  w.set_u32("llama.attention.head_count", 4);
-  w.set_u32("llama.attention.head_count_kv", 2);
-  w.set_u32("llama.feed_forward_length", 128);
-  w.set_u32("llama.context_length", 256);
+  w.set_string("general.architecture", arch);
+  w.set_u32(arch + ".embedding_length", 64);
+  w.set_u32(arch + ".block_count", 2);
+  w.set_u32(arch + ".attention.head_count", 4);
+  w.set_u32(arch + ".attention.head_count_kv", 2);
+  w.set_u32(arch + ".feed_forward_length", 128);
+  w.set_u32(arch + ".context_length", 256);
   edit(w);
   std::vector<float> emb(64 * 10, 0.5f);
   w.add_tensor("token_embd.weight", DType::F32, {64, 10}, emb.data(), emb.size() * 4);
@@ -95,6 +96,39 @@ TEST(HParams, RefusesEmbeddingNotAMultipleOfHeadsWithoutKeyLength) {
                "not a multiple of head_count 6");
 }
 
+TEST(HParams, Qwen2ReadsItsPrefixAndNeoxRope) {
+  test::TempDir dir;
+  const std::string p = write_header(
+      dir,
+      [](gguf::Writer& w) {
+        w.set_f32("qwen2.rope.freq_base", 1e6f);
+        w.set_f32("qwen2.attention.layer_norm_rms_epsilon", 1e-6f);
+        w.set_f32("llama.rope.freq_base", 5.0f);  // another architecture's key: ignored
+      },
+      "qwen2");
+  const HParams hp = read_hparams(gguf::File::open(p));
+  EXPECT_EQ(hp.arch, "qwen2");
+  EXPECT_EQ(hp.n_embd, 64);
+  EXPECT_EQ(hp.n_kv_head, 2);
+  EXPECT_EQ(hp.head_dim, 16);
+  EXPECT_FLOAT_EQ(hp.rope.theta, 1e6f);
+  EXPECT_FLOAT_EQ(hp.rms_eps, 1e-6f);
+  EXPECT_EQ(hp.rope.type, RopeType::Neox);
+  EXPECT_EQ(read_hparams(gguf::File::open(write_header(dir, [](gguf::Writer&) {}))).rope.type, RopeType::Norm);
+}
+
+TEST(HParams, Qwen2RefusesRopeFreqs) {
+  test::TempDir dir;
+  const std::string p = write_header(
+      dir,
+      [](gguf::Writer& w) {
+        const std::vector<float> f(8, 1.0f);
+        w.add_tensor("rope_freqs.weight", DType::F32, {8}, f.data(), f.size() * 4);
+      },
+      "qwen2");
+  expect_error(p, "rope_freqs.weight is not supported for architecture qwen2");
+}
+
 TEST(HParams, RefusesUnsupportedArchitecture) {
   test::TempDir dir;
   expect_error(write_header(dir, [](gguf::Writer& w) { w.set_string("general.architecture", "gpt2"); }),
@@ -126,6 +160,19 @@ TEST(HParams, RefusesZeroLayers) {
   expect_error(write_header(dir, [](gguf::Writer& w) { w.set_u32("llama.block_count", 0); }), "block_count");
 }
 
+// The metadata of a random model (the value types write_random_model uses).
+void copy_metadata(const gguf::File& f, gguf::Writer& w) {
+  for (const auto& [k, v] : f.metadata()) {
+    if (k == "general.alignment") continue;
+    if (v.type == gguf::ValueType::STRING) w.set_string(k, v.s);
+    else if (v.type == gguf::ValueType::FLOAT32) w.set_f32(k, float(v.f));
+    else if (v.type == gguf::ValueType::ARRAY && !v.strs.empty()) w.set_array_string(k, v.strs);
+    else if (v.type == gguf::ValueType::ARRAY && !v.floats.empty()) w.set_array_f32(k, {v.floats.begin(), v.floats.end()});
+    else if (v.type == gguf::ValueType::ARRAY) w.set_array_i32(k, {v.ints.begin(), v.ints.end()});
+    else w.set_u32(k, uint32_t(v.i));
+  }
+}
+
 TEST(Model, RefusesMissingAndMisshapenTensors) {
   test::TempDir dir;
   RandomModelSpec s;
@@ -135,15 +182,7 @@ TEST(Model, RefusesMissingAndMisshapenTensors) {
   const gguf::File f = gguf::File::open(dir.file("ok.gguf"));
   for (int variant = 0; variant < 2; ++variant) {
     gguf::Writer w;
-    for (const auto& [k, v] : f.metadata()) {
-      if (k == "general.alignment") continue;
-      if (v.type == gguf::ValueType::STRING) w.set_string(k, v.s);
-      else if (v.type == gguf::ValueType::FLOAT32) w.set_f32(k, float(v.f));
-      else if (v.type == gguf::ValueType::ARRAY && !v.strs.empty()) w.set_array_string(k, v.strs);
-      else if (v.type == gguf::ValueType::ARRAY && !v.floats.empty()) w.set_array_f32(k, {v.floats.begin(), v.floats.end()});
-      else if (v.type == gguf::ValueType::ARRAY) w.set_array_i32(k, {v.ints.begin(), v.ints.end()});
-      else w.set_u32(k, uint32_t(v.i));
-    }
+    copy_metadata(f, w);
     for (const gguf::TensorInfo& t : f.tensors()) {
       if (t.name == "blk.1.ffn_up.weight") {
         if (variant == 0) continue;  // missing
@@ -159,6 +198,41 @@ TEST(Model, RefusesMissingAndMisshapenTensors) {
       FAIL();
     } catch (const Error& e) {
       EXPECT_NE(std::string(e.what()).find("blk.1.ffn_up.weight"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(Model, LoadsQwen2BiasesAndRefusesBiasesItWouldNotApply) {
+  test::TempDir dir;
+  RandomModelSpec s;
+  s.arch = "qwen2";
+  write_random_model(s, dir.file("q.gguf"));
+  const auto m = Model::load(dir.file("q.gguf"));
+  EXPECT_EQ(m->hp.rope.type, RopeType::Neox);
+  EXPECT_EQ(m->layers[1].bq.size(), size_t(s.n_embd));
+  EXPECT_EQ(m->layers[1].bk.size(), size_t(s.n_kv_head * (s.n_embd / s.n_head)));
+  EXPECT_EQ(m->layers[1].bv.size(), m->layers[1].bk.size());
+  write_random_model(RandomModelSpec{}, dir.file("l.gguf"));
+  EXPECT_TRUE(Model::load(dir.file("l.gguf"))->layers[0].bq.empty());
+
+  // attn_output / ffn / output biases (llama.cpp applies them in some llama files) and a
+  // misshapen Q/K/V bias are refused
+  const gguf::File f = gguf::File::open(dir.file("q.gguf"));
+  const std::vector<float> b(1024, 0.1f);
+  for (const auto& [name, n] : std::vector<std::pair<std::string, int64_t>>{
+           {"blk.0.attn_output.bias", s.n_embd}, {"blk.1.ffn_down.bias", s.n_embd}, {"output.bias", 512},
+           {"blk.0.attn_k.bias", 7}}) {
+    gguf::Writer w;
+    copy_metadata(f, w);
+    for (const gguf::TensorInfo& t : f.tensors())
+      if (t.name != name) w.add_tensor(t.name, t.type, t.shape, t.data, t.nbytes);
+    w.add_tensor(name, DType::F32, {n}, b.data(), size_t(n) * 4);
+    w.write(dir.file("bad.gguf"));
+    try {
+      Model::load(dir.file("bad.gguf"));
+      FAIL() << name;
+    } catch (const Error& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
 }

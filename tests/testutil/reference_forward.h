@@ -1,7 +1,7 @@
-// The Llama forward pass in double precision with dequantised weights and exact activations
-// (no activation quantisation, no f16 KV), written from the definition independently of
-// src/model/forward.cpp. tests/model checks the engine against it; tests/interop uses it as a
-// third opinion when magicpig and llama.cpp disagree.
+// The Llama forward pass (and qwen2's: Q/K/V biases, NEOX rope) in double precision with
+// dequantised weights and exact activations (no activation quantisation, no f16 KV), written
+// from the definition independently of src/model/forward.cpp. tests/model checks the engine
+// against it; tests/interop uses it as a third opinion when magicpig and llama.cpp disagree.
 #pragma once
 #include <algorithm>
 #include <cmath>
@@ -30,6 +30,13 @@ inline std::vector<double> ref_linear(const Weight& w, const std::vector<double>
   return y;
 }
 
+// W x + b; an empty b is no bias.
+inline std::vector<double> ref_affine(const Weight& w, const std::vector<float>& b, const std::vector<double>& x) {
+  std::vector<double> y = ref_linear(w, x);
+  for (size_t r = 0; r < b.size(); ++r) y[r] += b[r];
+  return y;
+}
+
 inline std::vector<double> ref_rmsnorm(const std::vector<double>& x, const std::vector<float>& w, double eps) {
   double ss = 0;
   for (double v : x) ss += v * v;
@@ -39,15 +46,18 @@ inline std::vector<double> ref_rmsnorm(const std::vector<double>& x, const std::
   return y;
 }
 
-// Rotary embedding of adjacent pairs (llama.cpp's rope type NORM, used by arch "llama").
+// Rotary embedding: pair i is (real, imaginary) = (x[2i], x[2i+1]) in llama.cpp's rope type
+// NORM (arch "llama"), (x[i], x[i + hd/2]) in NEOX (arch "qwen2": first half real parts,
+// second half imaginary parts, as in the Hugging Face rotate_half).
 inline void ref_rope(std::vector<double>& x, int n_heads, int hd, int64_t pos, const RopeParams& rp) {
+  const bool halves = rp.type == RopeType::Neox;
   for (int h = 0; h < n_heads; ++h)
     for (int i = 0; i < hd / 2; ++i) {
       double freq = std::pow(double(rp.theta), -2.0 * i / hd);
       if (!rp.freq_factors.empty()) freq /= rp.freq_factors[i];
       const double a = pos / double(rp.linear_factor) * freq;
-      double& re = x[h * hd + 2 * i];
-      double& im = x[h * hd + 2 * i + 1];
+      double& re = x[h * hd + (halves ? i : 2 * i)];
+      double& im = x[h * hd + (halves ? i + hd / 2 : 2 * i + 1)];
       const double r = re * std::cos(a) - im * std::sin(a), m = re * std::sin(a) + im * std::cos(a);
       re = r;
       im = m;
@@ -66,7 +76,8 @@ inline std::vector<std::vector<double>> reference_logits(const Model& m, const s
     for (int l = 0; l < hp.n_layer; ++l) {
       const LayerWeights& w = m.layers[l];
       std::vector<double> xn = ref_rmsnorm(x, w.attn_norm, hp.rms_eps);
-      std::vector<double> q = ref_linear(w.wq, xn), k = ref_linear(w.wk, xn), v = ref_linear(w.wv, xn);
+      std::vector<double> q = ref_affine(w.wq, w.bq, xn), k = ref_affine(w.wk, w.bk, xn),
+                          v = ref_affine(w.wv, w.bv, xn);
       ref_rope(q, hp.n_head, hd, int64_t(pos), hp.rope);
       ref_rope(k, hp.n_kv_head, hd, int64_t(pos), hp.rope);
       K[l].push_back(k);

@@ -31,13 +31,14 @@ int cmd_info(int argc, char** argv) {
   std::printf("parameters:    %.2f M\n", double(params) / 1e6);
   std::printf("layers:        %d\n", hp.n_layer);
   std::printf("embedding:     %d\n", hp.n_embd);
-  std::printf("heads:         %d query, %d key/value (GQA group %d), head dim %d\n", hp.n_head, hp.n_kv_head,
-              hp.n_head / hp.n_kv_head, hp.head_dim);
+  std::printf("heads:         %d query, %d key/value (GQA group %d), head dim %d%s\n", hp.n_head, hp.n_kv_head,
+              hp.n_head / hp.n_kv_head, hp.head_dim, m->layers[0].bq.empty() ? "" : ", Q/K/V bias");
   std::printf("feed-forward:  %d\n", hp.n_ff);
   std::printf("vocabulary:    %d (%s tokenizer%s%s)\n", hp.n_vocab, std::string(m->tokenizer.model()).c_str(),
               m->tokenizer.pre().empty() ? "" : ", pre-tokenizer ", std::string(m->tokenizer.pre()).c_str());
   std::printf("context:       %lld tokens trained\n", (long long)hp.n_ctx_train);
-  std::printf("rope:          theta %.0f%s%s\n", hp.rope.theta,
+  std::printf("rope:          %s, theta %.0f%s%s\n",
+              hp.rope.type == RopeType::Neox ? "neox (halves)" : "norm (adjacent pairs)", hp.rope.theta,
               hp.rope.linear_factor != 1 ? ", linear scaling" : "",
               hp.rope.freq_factors.empty() ? "" : ", per-frequency factors (llama3 scaling)");
   std::printf("rms epsilon:   %g\n", hp.rms_eps);
