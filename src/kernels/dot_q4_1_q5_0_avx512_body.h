@@ -13,6 +13,7 @@
 #include <cstring>
 
 #include "kernels/dot_quant_isa.h"
+#include "kernels/quant_ops_avx512.h"
 
 #define MP_CAT2(a, b) a##_##b
 #define MP_CAT(a, b) MP_CAT2(a, b)
@@ -20,18 +21,6 @@
 namespace mp::kernels::detail {
 
 namespace {
-
-// acc + int32 sums of four adjacent u8 x s8 products of both pairs (each int16 pair sum of
-// maddubs is at most 2 * 31 * 127, so two of them add without saturating). Local to this
-// translation unit: its two builds differ.
-inline __m512i acc_u8_pairs(__m512i acc, __m512i u0, __m512i s0, __m512i u1, __m512i s1) {
-#if MP_VNNI
-  return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, u0, s0), u1, s1);
-#else
-  const __m512i p = _mm512_add_epi16(_mm512_maddubs_epi16(u0, s0), _mm512_maddubs_epi16(u1, s1));
-  return _mm512_add_epi32(acc, _mm512_madd_epi16(p, _mm512_set1_epi16(1)));
-#endif
-}
 
 inline __m128i load128(const void* p) { return _mm_loadu_si128(static_cast<const __m128i*>(p)); }
 
@@ -49,7 +38,7 @@ inline void q4_1_quad(const BlockQ4_1* w, const ActQ8Quad& x, const ActQ8QuadSum
                       __m512& accm) {
   const __m512i low4 = _mm512_set1_epi8(0xF);
   const __m512i q = four_rows(w);
-  const __m512i isum = acc_u8_pairs(_mm512_setzero_si512(), _mm512_and_si512(q, low4), _mm512_loadu_si512(x.lo),
+  const __m512i isum = avx512_ops::acc_nibbles2(_mm512_setzero_si512(), _mm512_and_si512(q, low4), _mm512_loadu_si512(x.lo),
                                     _mm512_and_si512(_mm512_srli_epi16(q, 4), low4), _mm512_loadu_si512(x.hi));
   const __m512i dm = _mm512_permutexvar_epi16(dm_idx, _mm512_loadu_si512(w));
   const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(dm)), _mm512_loadu_ps(x.d));
@@ -70,7 +59,7 @@ inline __m512 q5_0_quad(const BlockQ5_0* w, const ActQ8Quad& x, __m512i idx, __m
   const __mmask64 hi_bits = _cvtu64_mask64(static_cast<uint64_t>(_mm_extract_epi64(qh, 1)));
   const __m512i q = four_rows(w);
   const __m512i nlo = _mm512_and_si512(q, low4), nhi = _mm512_and_si512(_mm512_srli_epi16(q, 4), low4);
-  const __m512i isum = acc_u8_pairs(_mm512_slli_epi32(_mm512_loadu_si512(x.off), 1),
+  const __m512i isum = avx512_ops::acc_nibbles2(_mm512_slli_epi32(_mm512_loadu_si512(x.off), 1),
                                     _mm512_mask_add_epi8(nlo, lo_bits, nlo, sixteen), _mm512_loadu_si512(x.lo),
                                     _mm512_mask_add_epi8(nhi, hi_bits, nhi, sixteen), _mm512_loadu_si512(x.hi));
   const __m512 d = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_castsi512_si256(f)), _mm512_loadu_ps(x.d));

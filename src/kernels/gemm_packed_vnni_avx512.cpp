@@ -1,15 +1,8 @@
 // AVX-512 VNNI kernel of the packed prefill GEMM (gemm_packed.h): per block, the panel's 8
 // chunk vectors are loaded once and reused for kPackedNx X rows; each X chunk is a 4-byte
 // broadcast, so int32 lane r of the vpdpbusd sums is output r's whole block dot. Chosen at run
-// time only when the CPU has avx512_vnni (matmul_quant); target set here as in
-// dot_quant_vnni_avx512.cpp.
-#ifdef __clang__
-#pragma clang attribute push(__attribute__((target("avx512vnni"))), apply_to = function)
-#else
-#pragma GCC target("avx512vnni")
-#endif
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// time only when the CPU has avx512_vnni (matmul_quant).
+#include "kernels/vnni_target_begin.h"
 #include <immintrin.h>
 
 #include <cstring>
@@ -85,6 +78,4 @@ void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, i
 
 }  // namespace mp::kernels::detail
 
-#ifdef __clang__
-#pragma clang attribute pop
-#endif
+#include "kernels/vnni_target_end.h"

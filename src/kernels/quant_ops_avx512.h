@@ -17,8 +17,9 @@ namespace {
 
 inline float half_to_f32(uint16_t h) { return _cvtsh_ss(h); }
 
-// acc + the int32 sums of four adjacent u8 x s8 products of both (u, s) pairs, with nibbles
-// for u: without VNNI the two int16 pair sums (each <= 2 * 15 * 127) are added before widening.
+// acc + the int32 sums of four adjacent u8 x s8 products of both (u, s) pairs, u below 32
+// (nibbles, or Q5_0's 5-bit values): without VNNI the two int16 pair sums (each at most
+// 2 * 31 * 127) are added before widening without saturating.
 inline __m512i acc_nibbles2(__m512i acc, __m512i u0, __m512i s0, __m512i u1, __m512i s1) {
 #if MP_VNNI
   return _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(acc, u0, s0), u1, s1);
