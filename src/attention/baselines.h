@@ -2,18 +2,21 @@
 // oracle-sampling) behind SequenceAttention, plus their shared per-layer plumbing.
 // docs/attention.md "## Dense and baselines" describes each policy and its cost accounting.
 #pragma once
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
 
-#include "attention/policy.h"
+#include "attention/registry.h"
 
 namespace mp::attn {
 
-// Common part of every non-magicpig policy: dense layers run dense_decode, sparse layers run
-// attend_sparse, and the prompt keys each query head read are added to the Cost.
+// Common part of every policy: dense layers run dense_decode, sparse layers run attend_sparse,
+// and the prompt keys each query head read are added to the Cost.
 class LayeredPolicy : public SequenceAttention {
  public:
+  // Throws mp::Error unless cfg is valid for shape; the dense layers are cfg's or, unless set,
+  // the defaults of the policy cfg.name.
   LayeredPolicy(const Config& cfg, const HeadShape& shape, bool all_dense = false);
   void prefill_done(int layer, const KvView& kv, int n_threads) override;
   void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) final;
@@ -25,6 +28,8 @@ class LayeredPolicy : public SequenceAttention {
   virtual void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                              int64_t* keys_read) = 0;
   virtual void prefill_sparse(int layer, const KvView& kv, int n_threads) {}
+  // Extra checks of an attend() call on any layer, dense ones included (after check_layer).
+  virtual void check_attend(int layer, const KvView& kv) const {}
   void check_layer(int layer, const KvView& kv) const;
 
   Config cfg_;
@@ -42,5 +47,11 @@ std::unique_ptr<SequenceAttention> make_streaming_attention(const Config& cfg, c
 std::unique_ptr<SequenceAttention> make_topk_attention(const Config& cfg, const HeadShape& shape);
 std::unique_ptr<SequenceAttention> make_quest_attention(const Config& cfg, const HeadShape& shape);
 std::unique_ptr<SequenceAttention> make_oracle_sampling_attention(const Config& cfg, const HeadShape& shape);
+
+// Memory estimates (registry.h): quest's page summaries, topk's and oracle-sampling's per-thread
+// logit scratch.
+size_t quest_aux_bytes(const Config& cfg, const AuxDims& dims);
+size_t topk_aux_bytes(const Config& cfg, const AuxDims& dims);
+size_t oracle_sampling_aux_bytes(const Config& cfg, const AuxDims& dims);
 
 }  // namespace mp::attn

@@ -10,7 +10,8 @@
 
 namespace mp::attn::lsh {
 
-constexpr int kMaxBits = 16;  // codes are uint16
+constexpr int kMaxBits = 16;       // codes are uint16
+constexpr int kMaxThreshold = 255;  // CollisionCounts keeps one byte per position
 
 // ---- projection ----------------------------------------------------------------------------
 // W: head_dim x (K*L) Gaussian N(0,1), row-major with the column count padded to a multiple of

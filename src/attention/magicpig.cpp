@@ -20,40 +20,22 @@
 namespace mp::attn {
 
 namespace {
-constexpr int kMaxThreshold = 255;  // lsh::CollisionCounts keeps one byte per position
 constexpr int64_t kHashBlockRows = 64;
+
+Config as_magicpig(Config cfg) {
+  cfg.name = "magicpig";
+  return cfg;
+}
 }  // namespace
 
 MagicPigAttention::MagicPigAttention(const Config& cfg, const HeadShape& shape)
-    : cfg_(cfg), shape_(shape) {
-  check(shape.n_layer > 0 && shape.n_head > 0 && shape.n_kv_head > 0 && shape.head_dim > 0,
-        "magicpig: head shape must be positive");
-  check(shape.n_head % shape.n_kv_head == 0, "magicpig: n_head must be a multiple of n_kv_head");
-  check(cfg.lsh_k >= 0 && cfg.lsh_k <= lsh::kMaxBits, "magicpig: lsh_k must be in [0, 16]");
-  check(cfg.lsh_l >= 1, "magicpig: lsh_l must be >= 1");
-  check(cfg.threshold >= 1 && cfg.threshold <= std::min(cfg.lsh_l, kMaxThreshold),
-        "magicpig: threshold must be in [1, min(lsh_l, 255)]");
-  check(cfg.sinks >= 0 && cfg.local >= 0, "magicpig: sinks and local must be >= 0");
+    : LayeredPolicy(as_magicpig(cfg), shape) {
   isa_ = selected_isa();
-  dense_.assign(shape.n_layer, false);
-  std::vector<int> dl = cfg.dense_layers;
-  if (!cfg.dense_layers_set) dl = {0, shape.n_layer / 2};
-  for (int l : dl) {
-    check(l >= 0 && l < shape.n_layer, "magicpig: dense layer " + std::to_string(l) + " out of range");
-    dense_[l] = true;
-  }
   proj_ = std::make_shared<const lsh::Projection>(
       lsh::make_projection(shape.head_dim, cfg.lsh_k, cfg.lsh_l, cfg.lsh_seed));
   corr_ = std::make_shared<const lsh::SamplingCorrection>(cfg.lsh_k, cfg.lsh_l, cfg.threshold);
   layers_.resize(shape.n_layer);
   recorded_.resize(shape.n_head);
-}
-
-void MagicPigAttention::check_view(int layer, const KvView& kv) const {
-  check(layer >= 0 && layer < shape_.n_layer, "magicpig: layer " + std::to_string(layer) + " out of range");
-  check(kv.n_kv_head == shape_.n_kv_head && kv.head_dim == shape_.head_dim,
-        "magicpig: KV view shape does not match the model's head shape");
-  check(kv.n_prompt >= 0 && kv.n_tokens >= kv.n_prompt, "magicpig: KV view has n_tokens < n_prompt");
 }
 
 // Centres keys [begin, end) of kv head h with the layer's mean, stores |k - mean| and adds them
@@ -89,15 +71,17 @@ void MagicPigAttention::hash_keys(LayerState& st, const KvView& kv, int h, int64
   }
 }
 
+// Dense layers get a state too (with nothing offloaded), so that attend() on any layer can
+// check that prefill_done came first.
 void MagicPigAttention::prefill_done(int layer, const KvView& kv, int n_threads) {
-  check_view(layer, kv);
+  check_layer(layer, kv);
   LayerState st;
   st.prefilled = true;
   st.n_prompt = kv.n_prompt;
   st.hashed_end = kv.n_prompt;
   st.off_begin = std::min<int64_t>(cfg_.sinks, kv.n_prompt);
   st.off_end = std::max<int64_t>(st.off_begin, kv.n_prompt - cfg_.local);
-  if (dense_[layer]) st.off_end = st.off_begin;  // dense layers keep no tables
+  if (is_dense(layer)) st.off_end = st.off_begin;  // dense layers keep no tables
   st.heads.resize(shape_.n_kv_head);
   const int d = shape_.head_dim;
   if (st.sampled()) {
@@ -148,25 +132,25 @@ void MagicPigAttention::insert_generated(LayerState& st, const KvView& kv, int n
   st.hashed_end = target;
 }
 
-void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) {
-  check_view(layer, kv);
-  LayerState& st = layers_[layer];
+void MagicPigAttention::check_attend(int layer, const KvView& kv) const {
+  const LayerState& st = layers_[layer];
   check(st.prefilled, "magicpig: attend on layer " + std::to_string(layer) + " before prefill_done");
   check(kv.n_prompt == st.n_prompt, "magicpig: KV view's prompt length changed since prefill_done");
   check(kv.n_tokens >= st.hashed_end, "magicpig: KV view is shorter than the hashed positions");
-  if (!st.sampled()) {  // dense layer, or nothing offloaded: exact over everything
+}
+
+void MagicPigAttention::attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
+                                      int64_t* keys_read) {
+  LayerState& st = layers_[layer];
+  if (!st.sampled()) {  // nothing offloaded (short prompt): exact over everything
     dense_decode(kv, shape_, q, out, n_threads);
-    if (!dense_[layer]) {
-      cost_.keys_read += static_cast<double>(shape_.n_head) * st.n_prompt;
-      cost_.keys_total += static_cast<double>(shape_.n_head) * st.n_prompt;
-    }
+    std::fill(keys_read, keys_read + shape_.n_head, st.n_prompt);
     return;
   }
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
   const int H = shape_.n_head, d = shape_.head_dim, G = H / shape_.n_kv_head;
   if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
-  std::vector<int64_t> read(H, 0);
   // Each thread takes a contiguous range of KV heads (no barrier inside the step) and first
   // hashes the queries of all its groups in one pass over the projection: hashing group by
   // group streamed the 770 KB projection (L2/L3) once per group.
@@ -183,13 +167,10 @@ void MagicPigAttention::attend(int layer, const KvView& kv, const float* q, floa
     }
     for (int kvh = g0; kvh < g1; ++kvh)
       attend_group(st, kv, kvh, q + static_cast<int64_t>(kvh) * G * d, out + static_cast<int64_t>(kvh) * G * d,
-                   s.qcodes_t.data() + static_cast<int64_t>(kvh - g0) * G, rows, read.data() + kvh * G, s);
+                   s.qcodes_t.data() + static_cast<int64_t>(kvh - g0) * G, rows, keys_read + kvh * G, s);
   }
   const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
-  for (int h = 0; h < H; ++h) {
-    cost_.keys_read += static_cast<double>(read[h] + exact_prompt);
-    cost_.keys_total += static_cast<double>(st.n_prompt);
-  }
+  for (int h = 0; h < H; ++h) keys_read[h] += exact_prompt;
 }
 
 // The G query heads of KV head kvh (q, out: G consecutive heads). Exact part over
@@ -288,6 +269,25 @@ size_t MagicPigAttention::aux_bytes() const {
 
 std::unique_ptr<SequenceAttention> make_magicpig_attention(const Config& cfg, const HeadShape& shape) {
   return std::make_unique<MagicPigAttention>(cfg, shape);
+}
+
+size_t magicpig_aux_bytes(const Config& cfg, const AuxDims& a) {
+  if (a.sparse_heads == 0) return 0;
+  const size_t n = a.n, d = a.d;
+  const size_t L = static_cast<size_t>(cfg.lsh_l), buckets = (size_t{1} << cfg.lsh_k) + 1;
+  const size_t chunk = static_cast<size_t>(lsh::HashTables::kChunkTokens);
+  const size_t tail = static_cast<size_t>(lsh::HashTables::kTailTokens);
+  const size_t chunks = (n + chunk - 1) / chunk + (cfg.insert_generated ? 1 : 0);
+  size_t per_head = chunks * L * buckets * sizeof(uint32_t)  // bucket offsets
+                    + n * L * sizeof(uint16_t)               // indices
+                    + n * sizeof(float) * 5 / 4              // key norms (grown by 5/4 when decoding)
+                    + d * sizeof(float);                     // centring mean
+  if (cfg.insert_generated) per_head += tail * (L * sizeof(uint16_t) + sizeof(uint32_t));
+  const size_t words = (n + 63) / 64;
+  size_t per_thread = (a.group + 1) * words * sizeof(uint64_t) + n * sizeof(uint32_t);  // bitmaps, union
+  if (cfg.threshold >= 3) per_thread += n * sizeof(uint32_t);                             // collision counter
+  const size_t hashing = std::min(n, chunk) * (d * sizeof(float) + L * sizeof(uint16_t));  // prefill_done
+  return a.sparse_heads * per_head + a.threads * per_thread + hashing;
 }
 
 }  // namespace mp::attn

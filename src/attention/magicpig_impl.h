@@ -5,24 +5,24 @@
 #include <memory>
 #include <vector>
 
+#include "attention/baselines.h"
 #include "attention/exact_rows.h"
 #include "attention/lsh.h"
 #include "attention/policy.h"
 
 namespace mp::attn {
 
-class MagicPigAttention final : public SequenceAttention {
+class MagicPigAttention final : public LayeredPolicy {
  public:
+  // Uses magicpig's default dense layers whatever cfg.name says.
   MagicPigAttention(const Config& cfg, const HeadShape& shape);
 
   void prefill_done(int layer, const KvView& kv, int n_threads) override;
-  void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) override;
   std::unique_ptr<SequenceAttention> clone() const override;
-  const Cost& cost() const override { return cost_; }
   size_t aux_bytes() const override;
 
   // ---- inspection (tests, bench) ----
-  bool is_dense_layer(int layer) const { return dense_[layer]; }
+  bool is_dense_layer(int layer) const { return is_dense(layer); }
   const lsh::Projection& projection() const { return *proj_; }
   const lsh::SamplingCorrection& correction() const { return *corr_; }
   // Centring mean of (layer, kv head); empty when nothing was offloaded.
@@ -64,24 +64,22 @@ class MagicPigAttention final : public SequenceAttention {
     RowsScratch rows;
   };
 
-  void check_view(int layer, const KvView& kv) const;
+  void check_attend(int layer, const KvView& kv) const override;
+  void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
+                     int64_t* keys_read) override;
   void hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end,
                  int n_threads);
   void insert_generated(LayerState& st, const KvView& kv, int n_threads);
   void attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q, float* out,
                     const uint16_t* codes_t, int64_t code_stride, int64_t* n_cand, Scratch& s);
 
-  Config cfg_;
-  HeadShape shape_;
   Isa isa_ = Isa::Scalar;  // selected_isa() once: it runs cpuid and reads the environment
-  std::vector<bool> dense_;
   std::shared_ptr<const lsh::Projection> proj_;            // immutable: shared by clones
   std::shared_ptr<const lsh::SamplingCorrection> corr_;    // immutable: shared by clones
   std::vector<LayerState> layers_;
   std::vector<Scratch> scratch_;  // per OpenMP thread
   bool record_ = false;
   std::vector<std::vector<uint32_t>> recorded_;
-  Cost cost_;
 };
 
 }  // namespace mp::attn

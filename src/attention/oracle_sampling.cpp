@@ -90,4 +90,8 @@ std::unique_ptr<SequenceAttention> make_oracle_sampling_attention(const Config& 
   return std::make_unique<OracleSamplingPolicy>(cfg, shape);
 }
 
+size_t oracle_sampling_aux_bytes(const Config&, const AuxDims& a) {
+  return a.threads * a.n * (a.group * sizeof(float) + sizeof(double));
+}
+
 }  // namespace mp::attn

@@ -19,7 +19,7 @@ struct HeadShape {
 };
 
 struct Config {
-  std::string name = "dense";  // see policy_names()
+  std::string name = "dense";  // see policy_names(); each policy's fields: registry.h
   // magicpig
   int lsh_k = 10;              // bits per table, 0..16 (0: every key collides, u = 1)
   int lsh_l = 150;             // tables
@@ -37,7 +37,8 @@ struct Config {
   int page_size = 16;  // quest
   uint64_t sample_seed = 1234;  // oracle-sampling
 
-  // Throws mp::Error naming the first out-of-range parameter.
+  // Throws mp::Error naming the first out-of-range parameter by its field name ("lsh_k must be
+  // in [0, 16], got 17"); the ranges are the registry's (registry.h).
   void validate(const HeadShape& shape) const;
 };
 

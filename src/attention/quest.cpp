@@ -148,4 +148,9 @@ std::unique_ptr<SequenceAttention> make_quest_attention(const Config& cfg, const
   return std::make_unique<QuestPolicy>(cfg, shape);
 }
 
+size_t quest_aux_bytes(const Config& cfg, const AuxDims& a) {
+  const size_t page = static_cast<size_t>(cfg.page_size), pages = (a.n + page - 1) / page;
+  return a.sparse_heads * pages * 2 * a.d * sizeof(uint16_t);  // a [max | min] row per page
+}
+
 }  // namespace mp::attn

@@ -80,4 +80,8 @@ std::unique_ptr<SequenceAttention> make_topk_attention(const Config& cfg, const 
   return std::make_unique<TopkPolicy>(cfg, shape);
 }
 
+size_t topk_aux_bytes(const Config&, const AuxDims& a) {
+  return a.threads * a.n * (a.group * sizeof(float) + sizeof(int64_t) + sizeof(float));
+}
+
 }  // namespace mp::attn

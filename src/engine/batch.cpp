@@ -36,7 +36,7 @@ void step_batch(std::span<Sequence* const> seqs, std::span<const int32_t> tokens
     check(seen.insert(seqs[i]).second, who + " appears twice in the batch");
     check(&A::model(*seqs[i]) == &model, who + " belongs to another model than sequence 0");
     check(seqs[i]->n_tokens() < seqs[i]->n_ctx(), who + ": context is full (" + std::to_string(seqs[i]->n_ctx()) +
-                                                       " tokens); raise -c to generate more");
+                                                       " tokens); raise n_ctx to generate more");
     check(tokens[i] >= 0 && tokens[i] < model.hp.n_vocab,
           who + ": token id " + std::to_string(tokens[i]) + " is out of range");
     if (n_threads == 0) threads = std::max(threads, seqs[i]->options().n_threads);

@@ -31,7 +31,7 @@ MemoryReservation::MemoryReservation(std::shared_ptr<MemoryBudget> budget, const
       need += " + ~" + std::to_string(est.aux_bytes >> 20) + " MiB of " + policy + " attention structures";
     throw Error("a context of " + std::to_string(est.n_ctx) + " tokens needs " + need + " but only " +
                 std::to_string(left >> 20) + " MiB of memory is left (" + std::to_string(others >> 20) +
-                " MiB already reserved by other sequences of this run); lower -c or the number of sequences");
+                " MiB already reserved by other sequences of this run); lower n_ctx or the number of sequences");
   }
   budget_->reserved_ += bytes_;
 }

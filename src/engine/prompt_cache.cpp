@@ -329,7 +329,7 @@ std::unique_ptr<Sequence> load_prompt_cache(const Model& model, const SequenceOp
   FilePtr f = open_read(path);
   uint64_t file_bytes = 0;
   const Header h = read_header(f.get(), path, model, &file_bytes);
-  check(DType(h.kv_type) == opt.kv_type, name_of(path) + " was saved with --cache-type " +
+  check(DType(h.kv_type) == opt.kv_type, name_of(path) + " was saved with kv_type " +
                                              std::string(dtype_name(DType(h.kv_type))) + " but " +
                                              std::string(dtype_name(opt.kv_type)) + " was requested");
   if (n_keep < 0) n_keep = h.n_tokens;
@@ -337,7 +337,7 @@ std::unique_ptr<Sequence> load_prompt_cache(const Model& model, const SequenceOp
                                                  " is out of range [1, " + std::to_string(h.n_tokens) + "]");
   const int64_t n_ctx = opt.n_ctx == 0 ? model.hp.n_ctx_train : opt.n_ctx;
   check(n_keep <= n_ctx, name_of(path) + " holds " + std::to_string(n_keep) + " tokens, more than the context of " +
-                             std::to_string(n_ctx) + " (raise -c)");
+                             std::to_string(n_ctx) + " (raise n_ctx)");
   auto seq = std::make_unique<Sequence>(model, opt);
 
   Hash64 sum;

@@ -56,7 +56,7 @@ int64_t reusable_prefix(std::span<const int32_t> saved, std::span<const int32_t>
 
 // Builds a new Sequence(model, opt) holding the first n_keep saved tokens (-1: all), reading
 // and checking the whole file (everything peek checks, plus the trailing checksum, the
-// options' --cache-type and that n_keep fits opt's context). On any failure throws mp::Error
+// options' kv_type and that n_keep fits opt's context). On any failure throws mp::Error
 // and nothing is returned. With n_keep below the saved count, logits() are zero until the
 // next prefill.
 std::unique_ptr<Sequence> load_prompt_cache(const Model& model, const SequenceOptions& opt,

@@ -9,11 +9,11 @@
 namespace mp {
 
 void SamplerParams::validate() const {
-  check(std::isfinite(temperature) && temperature >= 0, "--temp must be >= 0");
-  check(top_p > 0 && top_p <= 1, "--top-p must be in (0, 1]");
-  check(min_p >= 0 && min_p < 1, "--min-p must be in [0, 1)");
-  check(std::isfinite(repeat_penalty) && repeat_penalty > 0, "--repeat-penalty must be > 0");
-  check(repeat_last_n >= 0, "--repeat-last-n must be >= 0");
+  check(std::isfinite(temperature) && temperature >= 0, "temperature must be >= 0");
+  check(top_p > 0 && top_p <= 1, "top_p must be in (0, 1]");
+  check(min_p >= 0 && min_p < 1, "min_p must be in [0, 1)");
+  check(std::isfinite(repeat_penalty) && repeat_penalty > 0, "repeat_penalty must be > 0");
+  check(repeat_last_n >= 0, "repeat_last_n must be >= 0");
 }
 
 int32_t argmax(std::span<const float> logits) {

@@ -19,7 +19,7 @@ struct SamplerParams {
   int repeat_last_n = 64;
   uint64_t seed = 0xC0FFEE;
 
-  void validate() const;  // throws mp::Error naming the flag
+  void validate() const;  // throws mp::Error naming the field
 };
 
 class Sampler {

@@ -38,10 +38,10 @@ size_t peak_rss_bytes() {
 static SequenceOptions resolve(const Model& m, SequenceOptions opt) {
   if (opt.n_ctx == 0) opt.n_ctx = m.hp.n_ctx_train;
   check(opt.n_ctx >= 1 && opt.n_ctx <= (int64_t(1) << 24),
-        "-c must be in [1, 16777216], got " + std::to_string(opt.n_ctx));
-  check(opt.n_threads >= 1 && opt.n_threads <= 1024, "-t must be in [1, 1024], got " + std::to_string(opt.n_threads));
+        "n_ctx must be in [1, 16777216], got " + std::to_string(opt.n_ctx));
+  check(opt.n_threads >= 1 && opt.n_threads <= 1024, "n_threads must be in [1, 1024], got " + std::to_string(opt.n_threads));
   check(opt.prefill_chunk >= 1, "prefill chunk must be >= 1");
-  check(opt.kv_type == DType::BF16 || opt.kv_type == DType::F16, "--cache-type must be bf16 or f16");
+  check(opt.kv_type == DType::BF16 || opt.kv_type == DType::F16, "kv_type must be bf16 or f16");
   opt.attention.validate(head_shape(m.hp));
   return opt;
 }
@@ -66,7 +66,7 @@ void check_memory_fits(const MemoryEstimate& est, size_t available, const std::s
   if (est.aux_bytes > 0)
     need += " + ~" + std::to_string(est.aux_bytes >> 20) + " MiB of " + policy + " attention structures";
   throw Error("a context of " + std::to_string(est.n_ctx) + " tokens needs " + need + " but only " +
-              std::to_string(available >> 20) + " MiB of memory is available; lower -c");
+              std::to_string(available >> 20) + " MiB of memory is available; lower n_ctx");
 }
 
 static MemoryReservation reserve_memory(const Model& m, const SequenceOptions& opt) {
@@ -144,7 +144,7 @@ void Sequence::prefill_impl(std::span<const int32_t> tokens, bool all_logits,
   if (tokens.empty()) return;
   check(cache_.n_tokens() + int64_t(tokens.size()) <= cache_.shape().capacity,
         "prompt is too long: " + std::to_string(cache_.n_tokens() + tokens.size()) +
-            " tokens do not fit the context of " + std::to_string(cache_.shape().capacity) + " (raise -c)");
+            " tokens do not fit the context of " + std::to_string(cache_.shape().capacity) + " (raise n_ctx)");
   for (int32_t t : tokens)
     check(t >= 0 && t < n_vocab_, "token id " + std::to_string(t) + " is out of range [0, " +
                                       std::to_string(n_vocab_) + ")");
@@ -191,7 +191,7 @@ void Sequence::restore_prompt(std::span<const int32_t> tokens, std::span<const f
   check(cache_.n_tokens() == 0 && !prompt_finished_, "restore_prompt needs a fresh sequence (no tokens yet)");
   check(int64_t(tokens.size()) <= cache_.shape().capacity,
         "a saved prompt of " + std::to_string(tokens.size()) + " tokens does not fit the context of " +
-            std::to_string(cache_.shape().capacity) + " (raise -c)");
+            std::to_string(cache_.shape().capacity) + " (raise n_ctx)");
   check(last_logits.size() == size_t(n_vocab_), "restore_prompt: logits must have n_vocab entries");
   for (int32_t t : tokens)
     check(t >= 0 && t < n_vocab_, "saved token id " + std::to_string(t) + " is out of range [0, " +

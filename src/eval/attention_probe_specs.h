@@ -20,8 +20,9 @@ struct PolicySpec {
   std::string label() const;
 };
 
-// Keys: K, L, threshold, budget, page-size, sinks, local, seed (lsh seed for magicpig, sample
-// seed for oracle-sampling). Unset keys keep `base`'s values. Throws mp::Error naming the entry
+// Keys: the policy's parameters in the registry (attention/registry.h): K, L, threshold, budget,
+// page-size, sinks, local, seed (lsh seed for magicpig, sample seed for oracle-sampling), each
+// within the registry's range. Unset keys keep `base`'s values. Throws mp::Error naming the entry
 // for an unknown policy or key, a malformed pair, a bad value or an empty list/entry.
 PolicySpec parse_policy_spec(const std::string& entry, const attn::Config& base = {});
 std::vector<PolicySpec> parse_policy_list(const std::string& list, const attn::Config& base = {});

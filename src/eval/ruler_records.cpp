@@ -6,6 +6,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "attention/registry.h"
 #include "common/error.h"
 
 namespace mp::eval::ruler {
@@ -31,7 +32,7 @@ long long to_int(const std::string& what, const std::string& v, long long lo, lo
     used = 0;
   }
   check(used == v.size() && !v.empty() && x >= lo && x <= hi,
-        "--attn " + what + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
+        "policy spec " + what + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
             v + "'");
   return x;
 }
@@ -45,47 +46,62 @@ double to_float(const std::string& what, const std::string& v, double lo, double
     used = 0;
   }
   check(used == v.size() && !v.empty() && x >= lo && x <= hi,
-        "--attn " + what + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
+        "policy spec " + what + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
             v + "'");
   return x;
+}
+// RULER entries take the registry's keys of every policy (one a policy does not read is
+// ignored), with '_' for '-' (page_size), but no seeds: the run's seeds are fixed.
+std::string spelled(const attn::ParamDesc& p) {
+  std::string k = p.key;
+  for (char& ch : k)
+    if (ch == '-') ch = '_';
+  return k;
+}
+
+const attn::ParamDesc* ruler_param(const std::string& k) {
+  for (const attn::ParamDesc* p : attn::all_params())
+    if (p->type != attn::ParamType::Seed && (k == p->key || k == spelled(*p))) return p;
+  return nullptr;
+}
+
+std::string ruler_keys() {
+  std::string keys;
+  for (const attn::ParamDesc* p : attn::all_params())
+    if (p->type != attn::ParamType::Seed) keys += spelled(*p) + ", ";
+  return keys + "dense_layers";
 }
 }  // namespace
 
 std::vector<PolicySpec> parse_policy_list(const std::string& list, const attn::Config& base) {
   std::vector<PolicySpec> out;
-  check(!list.empty(), "--attn: empty policy list");
+  check(!list.empty(), "policy spec: empty policy list");
   for (const std::string& item : split_on(list, ',')) {
-    check(!item.empty(), "--attn: empty entry in '" + list + "'");
+    check(!item.empty(), "policy spec: empty entry in '" + list + "'");
     const std::vector<std::string> parts = split_on(item, ':');
     PolicySpec p{item, base};
     p.config.name = parts[0];
-    attn::Config probe;
-    probe.name = parts[0];
-    probe.validate(attn::HeadShape{1, 1, 1, 1});  // unknown policy: names the known ones
+    attn::policy_desc(parts[0]);  // unknown policy: names the known ones
     for (size_t i = 1; i < parts.size(); ++i) {
       const size_t eq = parts[i].find('=');
-      check(eq != std::string::npos, "--attn " + item + ": expected key=value, got '" + parts[i] + "'");
+      check(eq != std::string::npos, "policy spec " + item + ": expected key=value, got '" + parts[i] + "'");
       const std::string k = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
       const std::string what = item + " " + k;
       attn::Config& c = p.config;
-      if (k == "K") c.lsh_k = int(to_int(what, v, 0, 16));
-      else if (k == "L") c.lsh_l = int(to_int(what, v, 1, 4096));
-      else if (k == "threshold") c.threshold = int(to_int(what, v, 1, 4096));
-      else if (k == "budget") c.budget = to_float(what, v, 1e-9, 1.0);
-      else if (k == "sinks") c.sinks = int(to_int(what, v, 0, 1 << 20));
-      else if (k == "local") c.local = int(to_int(what, v, 0, 1 << 24));
-      else if (k == "page_size") c.page_size = int(to_int(what, v, 1, 1 << 16));
-      else if (k == "dense_layers") {
+      if (k == "dense_layers") {
         c.dense_layers.clear();
         c.dense_layers_set = true;
         if (v != "none")
           for (const std::string& l : split_on(v, '/')) c.dense_layers.push_back(int(to_int(what, l, 0, 4095)));
-      } else {
-        throw Error("--attn " + item + ": unknown parameter '" + k +
-                    "' (known: K, L, threshold, budget, sinks, local, page_size, dense_layers)");
+        continue;
       }
+      const attn::ParamDesc* param = ruler_param(k);
+      if (!param)
+        throw Error("policy spec " + item + ": unknown parameter '" + k + "' (known: " + ruler_keys() + ")");
+      if (param->type == attn::ParamType::Fraction) param->set_real(c, to_float(what, v, 1e-9, param->hi));
+      else param->set_int(c, to_int(what, v, int64_t(param->lo), int64_t(param->hi)));
     }
-    for (const PolicySpec& q : out) check(q.label != item, "--attn: '" + item + "' given twice");
+    for (const PolicySpec& q : out) check(q.label != item, "policy spec: '" + item + "' given twice");
     out.push_back(std::move(p));
   }
   return out;

@@ -103,7 +103,7 @@ void forward_decode(const Model& m, const Backend& be, KvCache& cache, attn::Seq
                     int32_t token, float* logits, int n_threads) {
   const int64_t pos = cache.n_tokens();
   check(pos < cache.shape().capacity, "context is full (" + std::to_string(cache.shape().capacity) +
-                                          " tokens); raise -c to generate more");
+                                          " tokens); raise n_ctx to generate more");
   Scratch s(m, 1);
   m.embed(token, s.x.data());
   for (int l = 0; l < m.hp.n_layer; ++l) {

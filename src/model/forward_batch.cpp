@@ -48,7 +48,7 @@ void validate(const Model& m, std::span<KvCache* const> caches, std::span<attn::
     check(s.n_layer == hp.n_layer && s.n_kv_head == hp.n_kv_head && s.head_dim == hp.head_dim,
           who + ": KV cache shape does not match the model");
     check(caches[i]->n_tokens() < s.capacity, who + ": context is full (" + std::to_string(s.capacity) +
-                                                  " tokens); raise -c to generate more");
+                                                  " tokens); raise n_ctx to generate more");
     check(tokens[i] >= 0 && tokens[i] < hp.n_vocab, who + ": token id " + std::to_string(tokens[i]) +
                                                         " is out of range [0, " + std::to_string(hp.n_vocab) + ")");
   }

@@ -1,4 +1,5 @@
-// Policy registry: names, default dense layers, Config::validate messages, the factory, clone().
+// Policy registry: names, default dense layers, parameter tables, Config::validate messages, the
+// factory, clone().
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -8,6 +9,7 @@
 
 #include "attention/dense.h"
 #include "attention/policy.h"
+#include "attention/registry.h"
 #include "common/error.h"
 #include "test_dense_util.h"
 
@@ -37,58 +39,77 @@ TEST(Policy, NamesAndDefaultDenseLayers) {
   for (const char* n : {"dense", "topk", "oracle-sampling", "streaming"}) EXPECT_TRUE(default_dense_layers(n, 32).empty());
 }
 
-TEST(Policy, ValidateNamesTheBadFlag) {
+// The library names Config fields; front ends map them to their own flags or keys.
+TEST(Policy, ValidateNamesTheBadField) {
   EXPECT_EQ(validate_error(Config{}), "");
   Config c;
   c.lsh_k = 17;
-  EXPECT_EQ(validate_error(c), "-K must be in [0, 16], got 17");
+  EXPECT_EQ(validate_error(c), "lsh_k must be in [0, 16], got 17");
   c = {};
   c.lsh_k = -1;
-  EXPECT_EQ(validate_error(c), "-K must be in [0, 16], got -1");
+  EXPECT_EQ(validate_error(c), "lsh_k must be in [0, 16], got -1");
   c = {};
   c.lsh_k = 0;
   EXPECT_EQ(validate_error(c), "");
   c = {};
   c.lsh_l = 0;
-  EXPECT_EQ(validate_error(c), "-L must be >= 1, got 0");
+  EXPECT_EQ(validate_error(c), "lsh_l must be in [1, 4096], got 0");
   c = {};
   c.threshold = 0;
-  EXPECT_EQ(validate_error(c), "--lsh-threshold must be in [1, L=150], got 0");
+  EXPECT_EQ(validate_error(c), "threshold must be in [1, 255], got 0");
   c = {};
   c.lsh_l = 3;
   c.threshold = 4;
-  EXPECT_EQ(validate_error(c), "--lsh-threshold must be in [1, L=3], got 4");
+  EXPECT_EQ(validate_error(c), "threshold must be <= lsh_l (3), got 4");
   c = {};
   c.sinks = -1;
-  EXPECT_EQ(validate_error(c), "--sinks must be >= 0, got -1");
+  EXPECT_EQ(validate_error(c), "sinks must be in [0, 1048576], got -1");
   c = {};
   c.local = -5;
-  EXPECT_EQ(validate_error(c), "--local must be >= 0, got -5");
+  EXPECT_EQ(validate_error(c), "local must be in [0, 16777216], got -5");
   for (double b : {0.0, -0.1, 1.5, std::numeric_limits<double>::quiet_NaN()}) {
     c = {};
     c.budget = b;
-    EXPECT_EQ(validate_error(c).rfind("--budget must be in (0, 1], got ", 0), 0u) << b;
+    EXPECT_EQ(validate_error(c).rfind("budget must be in (0, 1], got ", 0), 0u) << b;
   }
   c = {};
   c.budget = 1.0;
   EXPECT_EQ(validate_error(c), "");
   c = {};
   c.page_size = 0;
-  EXPECT_EQ(validate_error(c), "--page-size must be >= 1, got 0");
+  EXPECT_EQ(validate_error(c), "page_size must be in [1, 65536], got 0");
   c = {};
   c.dense_layers = {0, 32};
   c.dense_layers_set = true;
-  EXPECT_EQ(validate_error(c), "--dense-layers: layer 32 is out of range [0, 32)");
+  EXPECT_EQ(validate_error(c), "dense_layers: layer 32 is out of range [0, 32)");
   c = {};
   c.dense_layers = {-1};
-  EXPECT_NE(validate_error(c).find("--dense-layers"), std::string::npos);
+  EXPECT_NE(validate_error(c).find("dense_layers"), std::string::npos);
   c = {};
   c.name = "flash";
-  EXPECT_EQ(validate_error(c), "--attn: unknown policy 'flash' (known: dense, magicpig, topk, quest, oracle-sampling, streaming)");
+  EXPECT_EQ(validate_error(c), "unknown policy 'flash' (known: dense, magicpig, topk, quest, oracle-sampling, streaming)");
   EXPECT_NE(validate_error(Config{}, HeadShape{32, 30, 8, 128}).find("multiple of n_kv_head"), std::string::npos);
   Config bad;
   bad.lsh_k = 20;
   EXPECT_THROW(make_sequence_attention(bad, kShape), Error);
+}
+
+// Each table entry: a key once per policy, a field once across policies (so CLI flags map one to
+// one), defaults from Config{} inside their own range.
+TEST(Policy, RegistryParameterTables) {
+  ASSERT_EQ(policy_registry().size(), policy_names().size());
+  for (const PolicyDesc& pol : policy_registry()) {
+    EXPECT_EQ(find_policy(pol.name), &pol);
+    for (size_t i = 0; i < pol.params.size(); ++i)
+      for (size_t j = i + 1; j < pol.params.size(); ++j) EXPECT_NE(pol.params[i]->key, pol.params[j]->key) << pol.name;
+  }
+  for (const ParamDesc* p : all_params()) EXPECT_EQ(param_range_error(*p, Config{}), "") << p->field;
+  EXPECT_EQ(find_policy("flash"), nullptr);
+  const PolicyDesc& pig = policy_desc("magicpig");
+  std::string keys;
+  for (const ParamDesc* p : pig.params) keys += p->key + "=" + param_text(*p, Config{}) + " ";
+  EXPECT_EQ(keys, "K=10 L=150 threshold=2 sinks=4 local=64 seed=42 ");
+  EXPECT_THROW(policy_desc("flash"), Error);
 }
 
 // Every policy: runs prefill_done + attend on every layer; dense layers are exact; a clone taken

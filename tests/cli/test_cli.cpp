@@ -111,6 +111,12 @@ TEST_F(Cli, ContextOutOfRange) { expect_error("run -m " + model() + " -p hi -c 0
 TEST_F(Cli, ThreadsOutOfRange) { expect_error("run -m " + model() + " -p hi -t 0", "-t must be in"); }
 TEST_F(Cli, UnknownPolicy) { expect_error("run -m " + model() + " -p hi --attn bogus", "unknown policy 'bogus'"); }
 TEST_F(Cli, LshBitsOutOfRange) { expect_error("run -m " + model() + " -p hi --attn magicpig -K 17", "-K must be in"); }
+// The library names Config fields; the CLI prints its own flags instead.
+TEST_F(Cli, LibraryErrorsNameFlags) {
+  expect_error("run -m " + model() + " -p hi --attn magicpig -L 3 --lsh-threshold 4", "--lsh-threshold must be <= -L (3), got 4");
+  expect_error("run -m " + model() + " -p hi --attn magicpig --dense-layers 99", "--dense-layers: layer 99 is out of range");
+  expect_error("run -m " + model() + " -p hi --attn bogus", "--attn: unknown policy 'bogus'");
+}
 TEST_F(Cli, PromptLongerThanContext) {
   expect_error("run -m " + model() + " -c 8 -p 'one two three four five six seven eight nine ten'", "prompt is too long");
 }

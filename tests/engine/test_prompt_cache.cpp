@@ -214,10 +214,10 @@ TEST_F(PromptCache, OtherVersionIsRefused) {
 
 TEST_F(PromptCache, ContextTooSmallAndOtherCacheTypeAreRefused) {
   const std::string path = saved(100);
-  expect_refused([&] { load_prompt_cache(*model, opts(64), path); }, "raise -c");
+  expect_refused([&] { load_prompt_cache(*model, opts(64), path); }, "raise n_ctx");
   SequenceOptions f16 = opts();
   f16.kv_type = DType::F16;
-  expect_refused([&] { load_prompt_cache(*model, f16, path); }, "--cache-type");
+  expect_refused([&] { load_prompt_cache(*model, f16, path); }, "was saved with kv_type");
   EXPECT_EQ(load_prompt_cache(*model, opts(64), path, 64)->n_tokens(), 64);  // a prefix that fits
 }
 

@@ -99,7 +99,7 @@ TEST_F(Memory, CheckMessageNamesBothParts) {
     EXPECT_NE(m.find("3072 MiB of KV cache"), std::string::npos) << m;
     EXPECT_NE(m.find("5120 MiB of magicpig attention structures"), std::string::npos) << m;
     EXPECT_NE(m.find("6144 MiB"), std::string::npos) << m;
-    EXPECT_NE(m.find("lower -c"), std::string::npos) << m;
+    EXPECT_NE(m.find("lower n_ctx"), std::string::npos) << m;
   }
 }
 
@@ -115,7 +115,7 @@ TEST_F(Memory, ContextWhoseTablesCannotFitIsRefused) {
     const std::string m = e.what();
     EXPECT_NE(m.find("16777216 tokens"), std::string::npos) << m;
     EXPECT_NE(m.find("magicpig attention structures"), std::string::npos) << m;
-    EXPECT_NE(m.find("lower -c"), std::string::npos) << m;
+    EXPECT_NE(m.find("lower n_ctx"), std::string::npos) << m;
   }
   SequenceOptions dense;
   dense.n_ctx = int64_t(1) << 24;

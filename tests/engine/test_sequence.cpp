@@ -135,7 +135,7 @@ TEST_F(Fixture, HugeContextIsRefusedBeforeAllocating) {
     Sequence s(*model, o);
     SUCCEED();
   } catch (const Error& e) {
-    EXPECT_NE(std::string(e.what()).find("lower -c"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("lower n_ctx"), std::string::npos) << e.what();
   }
 }
 

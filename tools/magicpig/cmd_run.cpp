@@ -42,7 +42,7 @@ std::unique_ptr<Sequence> restore_from_prompt_cache(const Model& model, const Se
                  ids.size(), path.c_str(), seconds_since(t0) * 1e3);
     return seq;
   } catch (const Error& e) {
-    std::fprintf(stderr, "warning: prompt cache not used: %s\n", e.what());
+    std::fprintf(stderr, "warning: prompt cache not used: %s\n", with_flag_names(e.what()).c_str());
     return nullptr;
   }
 }
@@ -158,7 +158,7 @@ int cmd_run(int argc, char** argv) {
                    prompt_cache.c_str(), human_bytes(double(std::filesystem::file_size(prompt_cache))).c_str(),
                    seconds_since(t_save) * 1e3);
     } catch (const Error& e) {  // generation does not depend on the cache
-      std::fprintf(stderr, "warning: prompt cache not saved: %s\n", e.what());
+      std::fprintf(stderr, "warning: prompt cache not saved: %s\n", with_flag_names(e.what()).c_str());
     }
   }
 

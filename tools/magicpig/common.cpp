@@ -6,7 +6,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <thread>
+#include <utility>
+#include <vector>
 
+#include "attention/registry.h"
 #include "common/error.h"
 #include "engine/sequence.h"
 
@@ -29,10 +32,49 @@ void add_model_options(Args& a, ModelOptions& o, bool with_ctx, bool with_thread
 }
 
 void check_policy_name(const std::string& name) {
-  attn::Config c;
-  c.name = name;
-  c.validate(attn::HeadShape{1, 1, 1, 1});  // names the policy and lists the known ones
+  try {
+    attn::policy_desc(name);  // names the policy and lists the known ones
+  } catch (const Error& e) {
+    throw Error(std::string("--attn: ") + e.what());
+  }
 }
+
+namespace {
+
+struct FlagOf {
+  const char* field;
+  std::vector<std::string> names;  // empty: no flag (the field is set through eval specs only)
+  const char* value_name;
+};
+
+// Flags of the attention Config fields; the ranges, defaults and help come from the registry.
+const std::vector<FlagOf>& attention_flags() {
+  static const std::vector<FlagOf> flags = {
+      {"lsh_k", {"-K", "--lsh-k"}, "N"},         {"lsh_l", {"-L", "--lsh-l"}, "N"},
+      {"threshold", {"--lsh-threshold"}, "N"},   {"lsh_seed", {"--lsh-seed"}, "N"},
+      {"sinks", {"--sinks"}, "N"},               {"local", {"--local"}, "N"},
+      {"budget", {"--budget"}, "F"},             {"page_size", {"--page-size"}, "N"},
+      {"sample_seed", {}, "N"},
+  };
+  return flags;
+}
+
+const FlagOf& flag_of(const std::string& field) {
+  for (const FlagOf& f : attention_flags())
+    if (field == f.field) return f;
+  throw Error("internal: attention field '" + field + "' has no entry in attention_flags()");
+}
+
+// "magicpig: " or "topk/quest/oracle-sampling: ": the policies that read a field.
+std::string readers_of(const std::string& field) {
+  std::string out;
+  for (const attn::PolicyDesc& pol : attn::policy_registry())
+    for (const attn::ParamDesc* p : pol.params)
+      if (p->field == field) out += (out.empty() ? "" : "/") + pol.name;
+  return out + ": ";
+}
+
+}  // namespace
 
 void add_attention_options(Args& a, attn::Config& c, bool with_name) {
   std::string names;
@@ -42,20 +84,22 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name) {
     check_policy_name(v);
     c.name = v;
   });
-  a.value({"-K", "--lsh-k"}, "N", "magicpig: bits per hash table (default 10)",
-          [&c](const std::string& v) { c.lsh_k = int(parse_int("-K", v, 0, 16)); });
-  a.value({"-L", "--lsh-l"}, "N", "magicpig: hash tables (default 150)",
-          [&c](const std::string& v) { c.lsh_l = int(parse_int("-L", v, 1, 4096)); });
-  a.value({"--lsh-threshold"}, "N", "magicpig: collisions needed to be a candidate (default 2)",
-          [&c](const std::string& v) { c.threshold = int(parse_int("--lsh-threshold", v, 1, 4096)); });
-  a.value({"--lsh-seed"}, "N", "magicpig: seed of the random projection (default 42)",
-          [&c](const std::string& v) { c.lsh_seed = uint64_t(parse_int("--lsh-seed", v, 0, INT64_MAX)); });
+  for (const attn::ParamDesc* p : attn::all_params()) {
+    const FlagOf& f = flag_of(p->field);
+    if (f.names.empty()) continue;
+    const std::string flag = f.names[0];
+    const std::string help = readers_of(p->field) + p->help + " (default " + attn::param_text(*p, attn::Config{}) + ")";
+    a.value(f.names, f.value_name, help, [&c, p, flag](const std::string& v) {
+      if (p->type == attn::ParamType::Fraction) {
+        p->set_real(c, parse_float(flag, v, p->lo + 1e-9, p->hi));  // lo is exclusive
+      } else {
+        const bool seed = p->type == attn::ParamType::Seed;
+        p->set_int(c, parse_int(flag, v, seed ? 0 : int64_t(p->lo), seed ? INT64_MAX : int64_t(p->hi)));
+      }
+    });
+  }
   a.action({"--no-lsh-insert-generated"}, "magicpig: keep generated tokens exact instead of hashing them",
            [&c] { c.insert_generated = false; });
-  a.value({"--sinks"}, "N", "exact attention-sink tokens at the start of the prompt (default 4)",
-          [&c](const std::string& v) { c.sinks = int(parse_int("--sinks", v, 0, 1 << 20)); });
-  a.value({"--local"}, "N", "exact local window at the end of the prompt (default 64)",
-          [&c](const std::string& v) { c.local = int(parse_int("--local", v, 0, 1 << 24)); });
   a.value({"--dense-layers"}, "LIST", "layers with exact attention, e.g. 0,16 (default: the policy's)",
           [&c](const std::string& v) {
             c.dense_layers.clear();
@@ -63,10 +107,43 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name) {
             if (v.empty() || v == "none") return;
             for (const std::string& s : split(v, ',')) c.dense_layers.push_back(int(parse_int("--dense-layers", s, 0, 4095)));
           });
-  a.value({"--budget"}, "F", "topk/quest/oracle-sampling: fraction of prompt keys (default 0.02)",
-          [&c](const std::string& v) { c.budget = parse_float("--budget", v, 1e-9, 1.0); });
-  a.value({"--page-size"}, "N", "quest: tokens per page (default 16)",
-          [&c](const std::string& v) { c.page_size = int(parse_int("--page-size", v, 1, 1 << 16)); });
+}
+
+std::string with_flag_names(const std::string& msg) {
+  if (msg.rfind("unknown policy '", 0) == 0) return "--attn: " + msg;
+  if (msg.rfind("policy spec", 0) == 0) return "--attn" + msg.substr(11);  // the eval lists
+  // Fields whose names are also plain words ("local", "budget") are only renamed at the start,
+  // where the library puts the field an error is about.
+  static const std::vector<std::pair<std::string, std::string>> kLeading = {
+      {"threshold", "--lsh-threshold"}, {"sinks", "--sinks"}, {"local", "--local"},
+      {"budget", "--budget"},           {"temperature", "--temp"}};
+  static const std::vector<std::pair<std::string, std::string>> kAnywhere = {
+      {"lsh_k", "-K"},           {"lsh_l", "-L"},         {"lsh_seed", "--lsh-seed"},
+      {"page_size", "--page-size"}, {"dense_layers", "--dense-layers"}, {"n_ctx", "-c"},
+      {"kv_type", "--cache-type"}, {"n_threads", "-t"},   {"top_p", "--top-p"},
+      {"min_p", "--min-p"},      {"repeat_penalty", "--repeat-penalty"}, {"repeat_last_n", "--repeat-last-n"}};
+  auto ends_word = [&](size_t i) { return i >= msg.size() || std::string(" :),").find(msg[i]) != std::string::npos; };
+  std::string out;
+  size_t i = 0;
+  for (const auto& [field, flag] : kLeading)
+    if (msg.rfind(field, 0) == 0 && ends_word(field.size())) {
+      out = flag;
+      i = field.size();
+      break;
+    }
+  while (i < msg.size()) {
+    bool done = false;
+    const bool starts_word = i == 0 || std::string(" (,").find(msg[i - 1]) != std::string::npos;
+    for (const auto& [field, flag] : kAnywhere)
+      if (starts_word && msg.compare(i, field.size(), field) == 0 && ends_word(i + field.size())) {
+        out += flag;
+        i += field.size();
+        done = true;
+        break;
+      }
+    if (!done) out += msg[i++];
+  }
+  return out;
 }
 
 std::string resolve_model_path(const std::string& given) {

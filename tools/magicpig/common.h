@@ -25,7 +25,12 @@ struct ModelOptions {
 void add_model_options(Args& a, ModelOptions& o, bool with_ctx = true, bool with_threads = true);
 // Throws "--attn: unknown policy ..." unless name is one of attn::policy_names().
 void check_policy_name(const std::string& name);
+// Flags of every registry parameter that has one (attention_flags() in common.cpp), plus
+// --no-lsh-insert-generated and --dense-layers.
 void add_attention_options(Args& a, attn::Config& c, bool with_name = true);
+// A library error with the Config / SequenceOptions field names it uses replaced by this
+// tool's flags: "lsh_k must be in [0, 16], got 17" -> "-K must be in [0, 16], got 17".
+std::string with_flag_names(const std::string& msg);
 // Resolves the model path: -m, else $MAGICPIG_MODEL, else models/default.gguf next to the
 // source tree or the current directory. Throws when none exists.
 std::string resolve_model_path(const std::string& given);

@@ -44,7 +44,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "error: unknown command '%s' (run 'magicpig --help')\n", cmd);
     return 1;
   } catch (const mp::Error& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::fprintf(stderr, "error: %s\n", mp::cli::with_flag_names(e.what()).c_str());
     return 1;
   } catch (const std::bad_alloc&) {
     std::fprintf(stderr, "error: out of memory\n");

@@ -1,0 +1,134 @@
+// The policy table. Ranges here are the only ones: Config::validate, the CLI flags and the eval
+// spec keys all read them.
+#include "attention/registry.h"
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+
+#include "attention/baselines.h"
+#include "attention/lsh.h"
+#include "attention/magicpig.h"
+#include "common/error.h"
+
+namespace mp::attn {
+
+namespace {
+
+constexpr int64_t kMaxCount = 1 << 24;  // positions: the largest n_ctx the engine accepts
+
+// The accessor quartet of a ParamDesc (get_int, set_int, get_real, set_real) for one field.
+#define MP_INT_FIELD(f)                                                                        \
+  [](const Config& c) { return int64_t(c.f); }, [](Config& c, int64_t v) { c.f = decltype(c.f)(v); }, \
+      nullptr, nullptr
+#define MP_REAL_FIELD(f) \
+  nullptr, nullptr, [](const Config& c) { return double(c.f); }, [](Config& c, double v) { c.f = v; }
+
+const ParamDesc kLshK{"K", "lsh_k", ParamType::Int, 0, lsh::kMaxBits,
+                      "bits per hash table (0: every key collides)", true, MP_INT_FIELD(lsh_k)};
+const ParamDesc kLshL{"L", "lsh_l", ParamType::Int, 1, 4096, "hash tables", true, MP_INT_FIELD(lsh_l)};
+const ParamDesc kThreshold{"threshold", "threshold", ParamType::Int, 1, lsh::kMaxThreshold,
+                           "collisions needed to be a candidate (<= L)", true, MP_INT_FIELD(threshold)};
+const ParamDesc kLshSeed{"seed", "lsh_seed", ParamType::Seed, 0, 0, "seed of the random projection", false,
+                         MP_INT_FIELD(lsh_seed)};
+const ParamDesc kSinks{"sinks", "sinks", ParamType::Int, 0, 1 << 20,
+                       "exact attention-sink tokens at the start of the prompt", true, MP_INT_FIELD(sinks)};
+const ParamDesc kLocal{"local", "local", ParamType::Int, 0, kMaxCount, "exact local window at the end of the prompt",
+                       true, MP_INT_FIELD(local)};
+const ParamDesc kBudget{"budget", "budget", ParamType::Fraction, 0, 1, "fraction of prompt keys", true,
+                        MP_REAL_FIELD(budget)};
+const ParamDesc kPageSize{"page-size", "page_size", ParamType::Int, 1, 1 << 16, "tokens per page", true,
+                          MP_INT_FIELD(page_size)};
+const ParamDesc kSampleSeed{"seed", "sample_seed", ParamType::Seed, 0, 0, "seed of the key sampling", false,
+                            MP_INT_FIELD(sample_seed)};
+
+#undef MP_INT_FIELD
+#undef MP_REAL_FIELD
+
+std::string fmt_real(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", v);
+  return buf;
+}
+
+std::vector<int> no_dense_layers(int) { return {}; }
+
+size_t no_aux_bytes(const Config&, const AuxDims&) { return 0; }
+
+}  // namespace
+
+const std::vector<PolicyDesc>& policy_registry() {
+  static const std::vector<PolicyDesc> registry = {
+      {"dense", {}, no_dense_layers, no_aux_bytes, make_dense_attention},
+      {"magicpig",
+       {&kLshK, &kLshL, &kThreshold, &kSinks, &kLocal, &kLshSeed},
+       [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // the paper's choice
+       magicpig_aux_bytes,
+       make_magicpig_attention},
+      {"topk", {&kBudget}, no_dense_layers, topk_aux_bytes, make_topk_attention},
+      {"quest",
+       {&kBudget, &kPageSize, &kLocal},
+       [](int) { return std::vector<int>{0, 1}; },  // Quest's own setting
+       quest_aux_bytes,
+       make_quest_attention},
+      {"oracle-sampling", {&kBudget, &kSampleSeed}, no_dense_layers, oracle_sampling_aux_bytes,
+       make_oracle_sampling_attention},
+      {"streaming", {&kSinks, &kLocal}, no_dense_layers, no_aux_bytes, make_streaming_attention},
+  };
+  return registry;
+}
+
+const PolicyDesc* find_policy(const std::string& name) {
+  for (const PolicyDesc& p : policy_registry())
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+const PolicyDesc& policy_desc(const std::string& name) {
+  if (const PolicyDesc* p = find_policy(name)) return *p;
+  std::string all;
+  for (const PolicyDesc& p : policy_registry()) all += (all.empty() ? "" : ", ") + p.name;
+  throw Error("unknown policy '" + name + "' (known: " + all + ")");
+}
+
+const std::vector<const ParamDesc*>& all_params() {
+  static const std::vector<const ParamDesc*> params = [] {
+    std::vector<const ParamDesc*> out;
+    for (const PolicyDesc& pol : policy_registry())
+      for (const ParamDesc* p : pol.params) {
+        bool seen = false;
+        for (const ParamDesc* q : out) seen = seen || q->field == p->field;
+        if (!seen) out.push_back(p);
+      }
+    return out;
+  }();
+  return params;
+}
+
+std::string param_text(const ParamDesc& p, const Config& cfg) {
+  if (p.type == ParamType::Seed) return std::to_string(uint64_t(p.get_int(cfg)));
+  if (p.type == ParamType::Int) return std::to_string(p.get_int(cfg));
+  return fmt_real(p.get_real(cfg));
+}
+
+std::string param_range_error(const ParamDesc& p, const Config& cfg) {
+  switch (p.type) {
+    case ParamType::Seed:
+      return "";  // every seed is valid
+    case ParamType::Int: {
+      const int64_t v = p.get_int(cfg);
+      if (v >= int64_t(p.lo) && v <= int64_t(p.hi)) return "";
+      return p.field + " must be in [" + std::to_string(int64_t(p.lo)) + ", " + std::to_string(int64_t(p.hi)) +
+             "], got " + std::to_string(v);
+    }
+    case ParamType::Fraction: {
+      const double v = p.get_real(cfg);
+      if (v > p.lo && v <= p.hi) return "";  // false for NaN
+      return p.field + " must be in (" + fmt_real(p.lo) + ", " + fmt_real(p.hi) + "], got " + std::to_string(v);
+    }
+  }
+  return "";
+}
+
+}  // namespace mp::attn

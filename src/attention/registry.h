@@ -1,0 +1,62 @@
+// One descriptor per decode-attention policy: its name, the Config fields it reads (type,
+// range, default, help), its default dense layers, its memory estimate and its factory. The
+// front ends (CLI flags and --help, eval spec strings such as "magicpig:K=8:L=75") are built
+// from this table, so a new policy or parameter is one entry in registry.cpp.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "attention/policy.h"
+
+namespace mp::attn {
+
+enum class ParamType {
+  Int,       // an integer in [lo, hi]
+  Seed,      // any integer in [0, INT64_MAX]
+  Fraction,  // a real in (lo, hi]
+};
+
+struct ParamDesc {
+  std::string key;    // key in eval spec strings, e.g. "K" in "magicpig:K=8"
+  std::string field;  // the Config member it sets; library errors name this
+  ParamType type;
+  double lo, hi;      // exact for every Int range used (all < 2^53)
+  std::string help;
+  bool in_label;  // part of an eval label; seeds are not, a label names the configuration's cost
+  int64_t (*get_int)(const Config&);
+  void (*set_int)(Config&, int64_t);
+  double (*get_real)(const Config&);
+  void (*set_real)(Config&, double);
+};
+
+// Dimensions the memory estimates work from: n context positions, head_dim d, decode threads,
+// the GQA group and the (layer, KV head) pairs of the sparse layers.
+struct AuxDims {
+  size_t n = 0, d = 0, threads = 1, group = 1, sparse_heads = 0;
+};
+
+struct PolicyDesc {
+  std::string name;
+  std::vector<const ParamDesc*> params;  // the fields it reads, in eval-label order
+  std::vector<int> (*default_dense)(int n_layer);  // before range filtering
+  size_t (*aux_bytes)(const Config& cfg, const AuxDims& dims);
+  std::unique_ptr<SequenceAttention> (*make)(const Config& cfg, const HeadShape& shape);
+};
+
+const std::vector<PolicyDesc>& policy_registry();
+// nullptr for an unknown name.
+const PolicyDesc* find_policy(const std::string& name);
+// Throws mp::Error "unknown policy 'x' (known: ...)".
+const PolicyDesc& policy_desc(const std::string& name);
+// Every parameter of every policy, once per field, in registry order.
+const std::vector<const ParamDesc*>& all_params();
+
+// The parameter's value in cfg as text: "10", "0.02".
+std::string param_text(const ParamDesc& p, const Config& cfg);
+// "field must be in [lo, hi], got v" when cfg's value is out of range, else "".
+std::string param_range_error(const ParamDesc& p, const Config& cfg);
+
+}  // namespace mp::attn
