@@ -100,6 +100,23 @@ TEST_F(Cli, TokenizeNeedsExactlyOneSource) {
   expect_error("tokenize -m " + model() + " -p a --stdin", "exactly one of");
   expect_error("tokenize -m " + model() + " -f /nonexistent/t.txt", "/nonexistent/t.txt");
 }
+TEST_F(Cli, DefaultModelIsTheFetchedRealModelThenTheRepoModel) {
+  // MAGICPIG_MODEL unset; the cache holds (a stand-in for) the fetched real model.
+  const std::string cache = dir->file("cache");
+  std::filesystem::create_directories(cache + "/models");
+  std::filesystem::copy_file(model(), cache + "/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                             std::filesystem::copy_options::overwrite_existing);
+  const std::string env = "env -u MAGICPIG_MODEL MAGICPIG_CACHE=";
+  const test::CommandResult real = test::run_command(env + cache + " " + kBin + " info");
+  ASSERT_EQ(real.exit_code, 0) << real.output;
+  EXPECT_NE(real.output.find(cache + "/models/SmolLM2-135M-Instruct.Q4_1.gguf"), std::string::npos) << real.output;
+  // An empty cache: the in-repo model (found next to the build tree).
+  const std::string empty = dir->file("empty_cache");
+  std::filesystem::create_directories(empty);
+  const test::CommandResult repo = test::run_command("cd / && " + env + empty + " " + kBin + " info");
+  ASSERT_EQ(repo.exit_code, 0) << repo.output;
+  EXPECT_NE(repo.output.find("models/default.gguf"), std::string::npos) << repo.output;
+}
 TEST_F(Cli, MissingModelFile) { expect_error("run -m /nonexistent/x.gguf -p hi", "/nonexistent/x.gguf"); }
 TEST_F(Cli, DirectoryAsModel) { expect_error("info -m /tmp", "/tmp"); }
 TEST_F(Cli, UnknownCommand) { expect_error("frobnicate", "unknown command"); }

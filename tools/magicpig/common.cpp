@@ -16,7 +16,8 @@
 namespace mp::cli {
 
 void add_model_options(Args& a, ModelOptions& o, bool with_ctx, bool with_threads) {
-  a.value({"-m", "--model"}, "FILE", "GGUF model (default: $MAGICPIG_MODEL, then models/default.gguf)",
+  a.value({"-m", "--model"}, "FILE", std::string("GGUF model (default: $MAGICPIG_MODEL, then ") + kDefaultRealModel +
+                  " in the cache's models/, then models/default.gguf)",
           [&o](const std::string& v) { o.model = v; });
   if (with_threads)
     a.value({"-t", "--threads"}, "N", "threads (default: all cores)",
@@ -156,7 +157,14 @@ std::string resolve_model_path(const std::string& given) {
     check(fs::exists(env), "cannot open model '" + std::string(env) + "' (from MAGICPIG_MODEL): no such file");
     return env;
   }
-  std::vector<fs::path> candidates = {fs::path("models/default.gguf")};
+  // The real pretrained default that scripts/setup.sh fetches, then the in-repo trained model
+  // (a retrieval model, not a chat model) as the offline fallback.
+  std::vector<fs::path> candidates;
+  if (const char* cache = std::getenv("MAGICPIG_CACHE"))
+    candidates.push_back(fs::path(cache) / "models" / kDefaultRealModel);
+  else if (const char* home = std::getenv("HOME"))
+    candidates.push_back(fs::path(home) / ".cache/magicpig/models" / kDefaultRealModel);
+  candidates.push_back("models/default.gguf");
   std::error_code ec;
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
@@ -165,7 +173,8 @@ std::string resolve_model_path(const std::string& given) {
   }
   for (const fs::path& p : candidates)
     if (fs::exists(p)) return p.string();
-  throw Error("no model given (-m FILE) and no default model found at models/default.gguf");
+  throw Error(std::string("no model given (-m FILE) and no default model found (") + kDefaultRealModel +
+              " from scripts/fetch_models.sh smollm2, or models/default.gguf)");
 }
 
 int default_threads() {

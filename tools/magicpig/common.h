@@ -31,8 +31,11 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name = true);
 // A library error with the Config / SequenceOptions field names it uses replaced by this
 // tool's flags: "lsh_k must be in [0, 16], got 17" -> "-K must be in [0, 16], got 17".
 std::string with_flag_names(const std::string& msg);
-// Resolves the model path: -m, else $MAGICPIG_MODEL, else models/default.gguf next to the
-// source tree or the current directory. Throws when none exists.
+// The real pretrained model that scripts/setup.sh fetches into ${MAGICPIG_CACHE}/models/.
+inline constexpr const char* kDefaultRealModel = "SmolLM2-135M-Instruct.Q4_1.gguf";
+// Resolves the model path: -m, else $MAGICPIG_MODEL, else kDefaultRealModel in the cache, else
+// models/default.gguf in the current directory or next to the source tree. Throws when none
+// exists.
 std::string resolve_model_path(const std::string& given);
 int default_threads();
 int resolved_threads(const ModelOptions& o);
