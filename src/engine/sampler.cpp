@@ -20,6 +20,13 @@ int32_t argmax(std::span<const float> logits) {
   return static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
 }
 
+double log_prob(std::span<const float> logits, int32_t token) {
+  const float mx = *std::max_element(logits.begin(), logits.end());
+  double s = 0;
+  for (float l : logits) s += std::exp(double(l) - mx);
+  return double(logits[size_t(token)]) - mx - std::log(s);
+}
+
 Sampler::Sampler(const SamplerParams& p) : p_(p), rng_(p.seed) { p_.validate(); }
 
 int32_t Sampler::sample(std::span<const float> logits, std::span<const int32_t> history) {

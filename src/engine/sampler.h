@@ -36,5 +36,7 @@ class Sampler {
 };
 
 int32_t argmax(std::span<const float> logits);
+// log p(token) under softmax(logits), accumulated in double (perplexity, logprobs).
+double log_prob(std::span<const float> logits, int32_t token);
 
 }  // namespace mp

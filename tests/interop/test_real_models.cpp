@@ -26,6 +26,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/sampler.h"
 #include "peer_run.h"
 
 namespace mp {
@@ -62,20 +63,8 @@ std::string read_file(const std::string& path) {
   return ss.str();
 }
 
-size_t argmax_of(const float* l, int n) {
-  size_t best = 0;
-  for (int i = 1; i < n; ++i)
-    if (l[i] > l[best]) best = size_t(i);
-  return best;
-}
-
-double nll(const float* l, int n, int32_t token) {
-  float mx = l[0];
-  for (int i = 1; i < n; ++i) mx = std::max(mx, l[i]);
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += std::exp(double(l[i]) - mx);
-  return std::log(s) - (double(l[token]) - mx);
-}
+size_t argmax_of(const float* l, int n) { return size_t(argmax(std::span<const float>(l, size_t(n)))); }
+double nll(const float* l, int n, int32_t token) { return -log_prob(std::span<const float>(l, size_t(n)), token); }
 
 TEST(RealModels, SmolLM2TeacherForcedMatchesLlamaCpp) {
   const auto t_start = std::chrono::steady_clock::now();

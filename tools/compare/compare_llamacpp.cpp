@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "common/error.h"
+#include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "testutil/reference_forward.h"  // tests/testutil: the model in double precision
@@ -61,21 +62,8 @@ std::vector<int32_t> read_ids(const std::string& path) {
   return ids;
 }
 
-size_t argmax(const float* l, int n) {
-  size_t best = 0;
-  for (int i = 1; i < n; ++i)
-    if (l[i] > l[best]) best = size_t(i);
-  return best;
-}
-
-// log p(token) under softmax(l), in double.
-double log_prob(const float* l, int n, int32_t token) {
-  float mx = l[0];
-  for (int i = 1; i < n; ++i) mx = std::max(mx, l[i]);
-  double s = 0;
-  for (int i = 0; i < n; ++i) s += std::exp(double(l[i]) - mx);
-  return double(l[token]) - mx - std::log(s);
-}
+size_t argmax(const float* l, int n) { return size_t(mp::argmax(std::span<const float>(l, size_t(n)))); }
+double log_prob(const float* l, int n, int32_t token) { return mp::log_prob(std::span<const float>(l, size_t(n)), token); }
 
 struct RowStats {
   double max_abs = 0, rel = 0, range = 0, gap = 0;
