@@ -43,23 +43,25 @@ inline std::string join_ids(const std::vector<int32_t>& ids) {
 
 // llama.cpp: the whole prompt in one decode call at positions 0..P-1 (no BOS added), then n
 // greedy steps; f16 KV cache (as magicpig's SequenceOptions below), flash attention off.
+// out.logits has n + 1 rows, or with all_logits P + n (every prompt position, then the steps).
 // Failures are reported through gtest assertions; the caller checks HasFatalFailure().
 inline void run_llama_dump(const std::string& exe, const std::string& model, const std::vector<int32_t>& prompt,
-                           int n, int n_vocab, const test::TempDir& dir, Run& out) {
+                           int n, int n_vocab, const test::TempDir& dir, Run& out, bool all_logits = false) {
   const std::string tok_file = dir.file("peer_tokens.txt"), logit_file = dir.file("peer_logits.f32");
   // stdout (the generated ids) goes to a file; stderr stays in the captured output for errors.
   const std::string cmd = "(" + exe + " -m " + model + " --tokens " + join_ids(prompt) + " -n " + std::to_string(n) +
-                          " --kv-type f16 --flash-attn off --threads 2 --logits-out " + logit_file + " >" +
-                          tok_file + ")";
+                          (all_logits ? " --all-logits" : "") + " --kv-type f16 --flash-attn off --threads 2 --logits-out " +
+                          logit_file + " >" + tok_file + ")";
   const test::CommandResult r = test::run_command(cmd);
-  ASSERT_EQ(r.exit_code, 0) << cmd << "\n" << r.output;
+  ASSERT_EQ(r.exit_code, 0) << cmd.substr(0, 300) << "\n" << r.output;
   std::ifstream tf(tok_file);
   for (int32_t t; tf >> t;) out.tokens.push_back(t);
   ASSERT_EQ(out.tokens.size(), size_t(n)) << "llama-dump printed a different number of ids\n" << r.output;
-  ASSERT_EQ(std::filesystem::file_size(logit_file), uintmax_t(n + 1) * n_vocab * 4)
+  const size_t rows = all_logits ? prompt.size() + size_t(n) : size_t(n + 1);
+  ASSERT_EQ(std::filesystem::file_size(logit_file), uintmax_t(rows) * n_vocab * 4)
       << "llama-dump logits file has an unexpected size (n_vocab mismatch?)\n" << r.output;
   std::ifstream lf(logit_file, std::ios::binary);
-  out.logits.assign(size_t(n + 1), std::vector<float>(size_t(n_vocab)));
+  out.logits.assign(rows, std::vector<float>(size_t(n_vocab)));
   for (auto& row : out.logits) lf.read(reinterpret_cast<char*>(row.data()), std::streamsize(n_vocab) * 4);
   ASSERT_TRUE(lf.good()) << "short read of " << logit_file;
 }

@@ -104,24 +104,8 @@ TEST(RealModels, SmolLM2TeacherForcedMatchesLlamaCpp) {
 
   // llama.cpp: the text in one decode (all logits), then kGreedy greedy steps.
   interop::Run peer;
-  {
-    const std::string tok_file = dir.file("peer_tokens.txt"), logit_file = dir.file("peer_logits.f32");
-    const std::string cmd = "(" + exe + " -m " + model_path + " --tokens " + interop::join_ids(ids) + " -n " +
-                            std::to_string(kGreedy) +
-                            " --all-logits --kv-type f16 --flash-attn off --threads 2 --logits-out " + logit_file +
-                            " >" + tok_file + ")";
-    const test::CommandResult r = test::run_command(cmd);
-    ASSERT_EQ(r.exit_code, 0) << cmd.substr(0, 300) << "...\n" << r.output;
-    std::ifstream tf(tok_file);
-    for (int32_t t; tf >> t;) peer.tokens.push_back(t);
-    ASSERT_EQ(peer.tokens.size(), size_t(kGreedy)) << r.output;
-    const uintmax_t rows = kTextTokens + kGreedy;
-    ASSERT_EQ(std::filesystem::file_size(logit_file), rows * V * 4) << r.output;
-    std::ifstream lf(logit_file, std::ios::binary);
-    peer.logits.assign(rows, std::vector<float>(size_t(V)));
-    for (auto& row : peer.logits) lf.read(reinterpret_cast<char*>(row.data()), std::streamsize(V) * 4);
-    ASSERT_TRUE(lf.good());
-  }
+  interop::run_llama_dump(exe, model_path, ids, kGreedy, V, dir, peer, /*all_logits=*/true);
+  if (HasFatalFailure()) return;
   const double secs_peer = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
 
   // magicpig: dense, f16 KV, the text prefilled with every position's logits, then teacher-forced
