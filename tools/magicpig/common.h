@@ -48,6 +48,7 @@ void progress_bar(const char* what, int64_t done, int64_t total, double elapsed_
 void print_memory_plan(const Model& model, const SequenceOptions& so);
 
 int cmd_run(int argc, char** argv);
+int cmd_serve(int argc, char** argv);
 int cmd_info(int argc, char** argv);
 int cmd_devices(int argc, char** argv);
 int cmd_tokenize(int argc, char** argv);

@@ -14,6 +14,7 @@ void usage() {
       "usage: magicpig COMMAND [options]   (magicpig COMMAND --help for its options)\n\n"
       "commands:\n"
       "  run        generate text from a prompt (dense or sparse decode attention)\n"
+      "  serve      OpenAI-compatible HTTP server with continuous batching\n"
       "  info       describe a GGUF model\n"
       "  devices    list the CUDA devices this build can use\n"
       "  tokenize   print the token ids of a text\n"
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   const char* cmd = argv[1];
   try {
     if (!std::strcmp(cmd, "run")) return mp::cli::cmd_run(argc, argv);
+    if (!std::strcmp(cmd, "serve")) return mp::cli::cmd_serve(argc, argv);
     if (!std::strcmp(cmd, "info")) return mp::cli::cmd_info(argc, argv);
     if (!std::strcmp(cmd, "devices")) return mp::cli::cmd_devices(argc, argv);
     if (!std::strcmp(cmd, "tokenize")) return mp::cli::cmd_tokenize(argc, argv);

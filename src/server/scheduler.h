@@ -1,0 +1,65 @@
+// The engine thread of the server: continuous batching over the Batch API. Each loop turn
+//   1. admits queued requests while fewer than n_parallel sequences are live: each reserves
+//      its KV cache and policy structures from the shared MemoryBudget (503 + Retry-After when
+//      they do not fit) and starts from the longest prefix the PrefixCache holds;
+//   2. prefills one chunk (prefill_chunk tokens) of the oldest request still prefilling, so a
+//      long prompt never stalls the running streams for more than one chunk;
+//   3. decodes one token for every sequence past its prompt, in one batched forward pass.
+// Sequences leave as soon as they finish or their client cancels, freeing their memory.
+#pragma once
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "engine/memory_budget.h"
+#include "server/metrics.h"
+#include "server/prefix_cache.h"
+#include "server/request.h"
+#include "server/request_handle.h"
+#include "server/server_options.h"
+
+namespace mp::server {
+
+class Scheduler {
+ public:
+  Scheduler(const Model& model, const ServerOptions& opt, Metrics& metrics);
+  ~Scheduler();  // stops the engine thread; unfinished requests fail with 503
+  Scheduler(const Scheduler&) = delete;
+  Scheduler& operator=(const Scheduler&) = delete;
+
+  // Queues a request. Throws ApiError 429 (with Retry-After) when the queue is full.
+  std::shared_ptr<RequestHandle> submit(GenerationRequest req);
+  void stop();
+
+  int64_t queue_depth() const { return queue_depth_.load(); }
+  int64_t active() const { return active_.load(); }
+  const MemoryBudget& memory() const { return *budget_; }
+  const PrefixCache& prefix_cache() const { return prefix_cache_; }
+
+ private:
+  struct Slot;
+  void run();
+  void admit(std::vector<std::unique_ptr<Slot>>& slots);
+  bool prefill_one_chunk(std::vector<std::unique_ptr<Slot>>& slots);
+  bool decode_step(std::vector<std::unique_ptr<Slot>>& slots);
+  void emit_token(Slot& s, int32_t tok);
+  void finish(Slot& s, const std::string& reason);
+
+  const Model& model_;
+  ServerOptions opt_;
+  Metrics& metrics_;
+  std::shared_ptr<MemoryBudget> budget_;
+  PrefixCache prefix_cache_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<std::pair<GenerationRequest, std::shared_ptr<RequestHandle>>> queue_;
+  bool stopping_ = false;
+  std::atomic<int64_t> queue_depth_{0}, active_{0};
+  std::thread thread_;
+};
+
+}  // namespace mp::server
