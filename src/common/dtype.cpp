@@ -7,8 +7,9 @@ namespace mp {
 int64_t dtype_block_size(DType t) {
   switch (t) {
     case DType::F32: case DType::F16: case DType::BF16: return 1;
-    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q8_0: return 32;
-    case DType::Q4_K: case DType::Q6_K: return 256;
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::IQ4_NL:
+      return 32;
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return 256;
   }
   return 1;
 }
@@ -20,8 +21,13 @@ size_t dtype_block_bytes(DType t) {
     case DType::Q4_0: return 2 + 16;             // fp16 scale + 32 nibbles
     case DType::Q4_1: return 2 + 2 + 16;         // fp16 scale, fp16 min + 32 nibbles
     case DType::Q5_0: return 2 + 4 + 16;         // fp16 scale + 32 fifth bits + 32 nibbles
+    case DType::Q5_1: return 2 + 2 + 4 + 16;     // fp16 scale, fp16 min + 32 fifth bits + 32 nibbles
     case DType::Q8_0: return 2 + 32;             // fp16 scale + 32 int8
+    case DType::IQ4_NL: return 2 + 16;           // fp16 scale + 32 codebook indices
+    case DType::Q2_K: return 16 + 64 + 2 + 2;    // 16x(4-bit scale, 4-bit min), 256 x 2 bits, d, dmin
+    case DType::Q3_K: return 32 + 64 + 12 + 2;   // high bits, 256 x 2 low bits, 16 6-bit scales, d
     case DType::Q4_K: return 2 + 2 + 12 + 128;   // d, dmin, 8x(6-bit scale, 6-bit min), 256 nibbles
+    case DType::Q5_K: return 2 + 2 + 12 + 32 + 128;  // as Q4_K + 256 fifth bits
     case DType::Q6_K: return 128 + 64 + 16 + 2;  // ql, qh, int8 scales, fp16 d
   }
   return 0;
@@ -43,9 +49,14 @@ std::optional<DType> dtype_from_ggml(uint32_t id) {
     case 2: return DType::Q4_0;
     case 3: return DType::Q4_1;
     case 6: return DType::Q5_0;
+    case 7: return DType::Q5_1;
     case 8: return DType::Q8_0;
+    case 10: return DType::Q2_K;
+    case 11: return DType::Q3_K;
     case 12: return DType::Q4_K;
+    case 13: return DType::Q5_K;
     case 14: return DType::Q6_K;
+    case 20: return DType::IQ4_NL;
     case 30: return DType::BF16;
     default: return std::nullopt;
   }

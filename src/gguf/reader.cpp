@@ -112,7 +112,7 @@ Value read_value(Cursor& c, ValueType t, const std::string& what) {
 }
 
 std::string supported_types_list() {
-  return "F32, F16, BF16, Q8_0, Q5_0, Q4_0, Q4_1, Q4_K, Q6_K";
+  return "F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0, Q4_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K";
 }
 
 // Multiplies non-negative a*b, returning false if the result would exceed `limit`.

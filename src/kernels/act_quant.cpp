@@ -97,14 +97,14 @@ void group_x_even_odd(const float* x, EvenOdd32* out, int64_t n) {
 PreparedX prepare_x(DType t, const float* x, int64_t n, Isa isa) {
   PreparedX p;
   switch (t) {
-    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q8_0:
+    case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0: case DType::IQ4_NL:
       p.q8.resize(n / kQK);
       quantize_act_q8(x, p.q8.data(), n);
       if (t != DType::Q8_0 && isa >= Isa::Avx2) {
         p.q8quad.resize((p.q8.size() + 3) / 4);
         group_act_q8(p.q8.data(), p.q8quad.data(), static_cast<int64_t>(p.q8.size()));
       }
-      if (t == DType::Q4_1 && isa >= Isa::Avx2) {
+      if ((t == DType::Q4_1 || t == DType::Q5_1) && isa >= Isa::Avx2) {
         p.q8quad_sums.resize(p.q8quad.size());
         group_act_q8_sums(p.q8.data(), p.q8quad_sums.data(), static_cast<int64_t>(p.q8.size()));
       }
@@ -113,7 +113,7 @@ PreparedX prepare_x(DType t, const float* x, int64_t n, Isa isa) {
         pair_act_q8(p.q8.data(), p.q8pair.data(), static_cast<int64_t>(p.q8.size()));
       }
       break;
-    case DType::Q4_K: case DType::Q6_K:
+    case DType::Q2_K: case DType::Q3_K: case DType::Q4_K: case DType::Q5_K: case DType::Q6_K:
       p.q8k.resize(n / kQK_K);
       quantize_act_q8k(x, p.q8k.data(), n);
       break;

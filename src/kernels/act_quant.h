@@ -10,8 +10,9 @@
 
 namespace mp::kernels::detail {
 
-// For Q4_0 / Q4_1 / Q5_0 / Q8_0 weights: 32 values, x ~= d * qs; sum = sum of qs (lets Q4_0 /
-// Q5_0 kernels use unsigned q and subtract 8 or 16 * sum once per block, and Q4_1 add m * sum).
+// For Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL weights: 32 values, x ~= d * qs; sum = sum of
+// qs (lets Q4_0 / Q5_0 kernels use unsigned q and subtract 8 or 16 * sum once per block, and
+// Q4_1 / Q5_1 add m * sum).
 struct ActQ8 {
   float d;
   int32_t sum;
@@ -19,19 +20,20 @@ struct ActQ8 {
 };
 
 // For K-quant weights: 256 values with per-16 sums of qs (bsums), which turn the weights'
-// per-sub-block offsets (Q4_K mins, Q6_K's -32) into 16 scalar products per super-block.
+// per-sub-block offsets (Q2_K / Q4_K / Q5_K mins, Q3_K's -4, Q6_K's -32) into 16 scalar
+// products per super-block.
 struct ActQ8K {
   float d;
   int16_t bsums[kQK_K / 16];
-  int16_t bsums32[kQK_K / 32];  // per-32 sums (Q4_K's mins act per 32-element sub-block)
+  int16_t bsums32[kQK_K / 32];  // per-32 sums (Q4_K / Q5_K mins act per 32-element sub-block)
   int8_t qs[kQK_K];
 };
 
-// For Q4_0 / Q4_1 / Q5_0 weights on AVX2 / AVX-512: blocks 4p .. 4p+3 with the first 16 values
-// of each block in lo and the last 16 in hi, so that 128-bit lane k of a vector is block 4p+k
-// throughout (low nibbles meet lo, high nibbles hi), plus the per-int32-lane constants the
-// kernel would otherwise build per block. A partial last group is zero-filled (Q4_0's kernel
-// never reads it; Q4_1 / Q5_0 run it against zero-padded weight blocks).
+// For Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL weights on AVX2 / AVX-512: blocks 4p .. 4p+3 with the
+// first 16 values of each block in lo and the last 16 in hi, so that 128-bit lane k of a vector
+// is block 4p+k throughout (low nibbles meet lo, high nibbles hi), plus the per-int32-lane
+// constants the kernel would otherwise build per block. A partial last group is zero-filled
+// (Q4_0's kernel never reads it; the others run it against zero-padded weight blocks).
 struct ActQ8Quad {
   int8_t lo[4 * kQK / 2];
   int8_t hi[4 * kQK / 2];
@@ -40,8 +42,8 @@ struct ActQ8Quad {
   float d[16];      // block k's d in lanes 4k .. 4k+3
 };
 
-// For Q4_1 weights on AVX2 / AVX-512, beside ActQ8Quad p: the f32 x.d * x.sum of block 4p+k in
-// lane 4k, else 0, which the weights' per-block min multiplies (m * sum_j x_j); kept apart from
+// For Q4_1 / Q5_1 weights on AVX2 / AVX-512, beside ActQ8Quad p: the f32 x.d * x.sum of block
+// 4p+k in lane 4k, else 0, which the weights' per-block min multiplies (m * sum_j x_j); kept apart from
 // ActQ8Quad so that Q4_0's x stays 256 bytes per group.
 struct alignas(64) ActQ8QuadSums {
   float ds[16];
@@ -85,8 +87,8 @@ struct PreparedX {
   const float* f32 = nullptr;
   std::vector<ActQ8> q8;
   std::vector<ActQ8K> q8k;
-  std::vector<ActQ8Quad> q8quad;  // filled for Q4_0 / Q4_1 / Q5_0 when a SIMD kernel will run
-  std::vector<ActQ8QuadSums> q8quad_sums;  // filled for Q4_1 when a SIMD kernel will run
+  std::vector<ActQ8Quad> q8quad;  // filled for Q4_0 / Q4_1 / Q5_0 / Q5_1 / IQ4_NL when a SIMD kernel runs
+  std::vector<ActQ8QuadSums> q8quad_sums;  // filled for Q4_1 / Q5_1 when a SIMD kernel will run
   std::vector<ActQ8Pair> q8pair;  // filled for Q8_0 when a SIMD kernel will run
   std::vector<EvenOdd32> even_odd;  // filled for BF16 when a SIMD kernel will run
 };

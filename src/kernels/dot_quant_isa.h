@@ -18,6 +18,8 @@ namespace mp::kernels::detail {
   float dot_q6_k_##SUFFIX(const BlockQ6_K* w, const ActQ8K* x, int64_t nb);
 
 MP_DOT_KERNELS(scalar)
+float dot_q5_1_scalar(const BlockQ5_1* w, const ActQ8* x, int64_t nb);
+float dot_iq4_nl_scalar(const BlockIQ4_NL* w, const ActQ8* x, int64_t nb);
 #undef MP_DOT_KERNELS
 
 // BF16 row . x with x regrouped (EvenOdd32, nc = n / 32 chunks) for the first 32 * nc values and
@@ -61,5 +63,26 @@ MP_DOT_KERNELS_Q4_1_Q5_0(avx2)
 MP_DOT_KERNELS_Q4_1_Q5_0(avx512)
 MP_DOT_KERNELS_Q4_1_Q5_0(avx512vnni)
 #undef MP_DOT_KERNELS_Q4_1_Q5_0
+
+// Q5_1 / IQ4_NL (dot_q5_1_iq4_nl_*.cpp) read x as Q4_1 / Q5_0 do: grouped in fours (Q5_1 also
+// its ActQ8QuadSums for the min term), every block through the SIMD path.
+#define MP_DOT_KERNELS_Q5_1_IQ4_NL(SUFFIX)                                                              \
+  float dot_q5_1_##SUFFIX(const BlockQ5_1* w, const ActQ8Quad* xq, const ActQ8QuadSums* xs, int64_t nb); \
+  float dot_iq4_nl_##SUFFIX(const BlockIQ4_NL* w, const ActQ8Quad* xq, int64_t nb);
+MP_DOT_KERNELS_Q5_1_IQ4_NL(avx2)
+MP_DOT_KERNELS_Q5_1_IQ4_NL(avx512)
+MP_DOT_KERNELS_Q5_1_IQ4_NL(avx512vnni)
+#undef MP_DOT_KERNELS_Q5_1_IQ4_NL
+
+// Q2_K / Q3_K / Q5_K (dot_q2_k_q3_k_q5_k_*.cpp and the scalar twins) on Q8_K-style x (ActQ8K).
+#define MP_DOT_KERNELS_K_EXTRA(SUFFIX)                                        \
+  float dot_q2_k_##SUFFIX(const BlockQ2_K* w, const ActQ8K* x, int64_t nb);  \
+  float dot_q3_k_##SUFFIX(const BlockQ3_K* w, const ActQ8K* x, int64_t nb);  \
+  float dot_q5_k_##SUFFIX(const BlockQ5_K* w, const ActQ8K* x, int64_t nb);
+MP_DOT_KERNELS_K_EXTRA(scalar)
+MP_DOT_KERNELS_K_EXTRA(avx2)
+MP_DOT_KERNELS_K_EXTRA(avx512)
+MP_DOT_KERNELS_K_EXTRA(avx512vnni)
+#undef MP_DOT_KERNELS_K_EXTRA
 
 }  // namespace mp::kernels::detail

@@ -25,8 +25,7 @@ int64_t span_blocks(int64_t nb) {
 }
 
 bool is_quantised(DType t) {
-  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q4_K ||
-         t == DType::Q6_K;
+  return dtype_block_size(t) > 1;
 }
 
 }  // namespace

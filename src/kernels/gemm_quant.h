@@ -1,9 +1,9 @@
-// Internal: prefill GEMM for quantised weights on 8-bit activations (matmul's path for Q4_0,
-// Q4_1, Q5_0, Q8_0, Q4_K, Q6_K). Every X row is quantised once exactly as matvec does
-// (prepare_x); for Q4_0 and Q8_0 on AVX2 / AVX-512 a multi-row kernel computes up to kGemmNw
-// weight rows against up to kGemmNx X rows at a time, unpacking each weight block once for all X
-// rows and loading each X vector once for all weight rows; Q4_1 / Q5_0 / Q4_K / Q6_K (and the
-// scalar ISA) run matvec's row dot per (weight row, X row) over cache-sized tiles. The kernels repeat the integer lane sums and
+// Internal: prefill GEMM for quantised weights on 8-bit activations (matmul's path for every
+// block type). Every X row is quantised once exactly as matvec does (prepare_x); for Q4_0 and
+// Q8_0 on AVX2 / AVX-512 a multi-row kernel computes up to kGemmNw weight rows against up to
+// kGemmNx X rows at a time, unpacking each weight block once for all X rows and loading each X
+// vector once for all weight rows; the other types (and the scalar ISA) run matvec's row dot
+// per (weight row, X row) over cache-sized tiles. The kernels repeat the integer lane sums and
 // the f32 accumulation order of matvec's dot kernel of the same ISA, so every output is
 // bit-identical to matvec on that X row (prefill == token-by-token decode).
 // Exception: Q4_0 / Q8_0 on AVX-512 with VNNI go to the packed GEMM (gemm_packed.h), ~3x faster,

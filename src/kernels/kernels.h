@@ -26,17 +26,17 @@ float dot_row(DType t, const void* row, const float* x, int64_t n, Isa isa = sel
 // Multi-threaded over rows with n_threads OpenMP threads.
 void matvec(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y, int n_threads);
 // matvec with an explicit ISA (the overload above uses selected_isa(), evaluated once).
-// Quantised types (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) quantise x once to 8-bit blocks (d =
-// amax/127 per 32 or 256 values, as ggml's Q8_0/Q8_K) and use integer dot products, so
-// dot_row/matvec differ from dot_row_ref by the activation rounding: |err| <= sum_i |w_i| * amax_blk(x)/254.
+// Quantised types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K) quantise x
+// once to 8-bit blocks (d = amax/127 per 32 or 256 values, as ggml's Q8_0/Q8_K) and use integer
+// dot products, so dot_row/matvec differ from dot_row_ref by the activation rounding: |err| <= sum_i |w_i| * amax_blk(x)/254.
 // dot_row(row) and matvec(...)[r] are bit-identical for the same ISA.
 void matvec(DType t, const void* W, int64_t rows, int64_t cols, const float* x, float* y, int n_threads,
             Isa isa);
 // Y[i][r] = W[r, :] . X[i, :] for i in [0, n): X is [n][cols], Y is [n][rows] (prefill GEMM).
 void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
             int n_threads);
-// matmul with an explicit ISA. Numerics: quantised weights (Q4_0, Q4_1, Q5_0, Q8_0, Q4_K,
-// Q6_K) use 8-bit activations like matvec, and every Y[i][:] is bit-identical to matvec(X row
+// matmul with an explicit ISA. Numerics: quantised weights (every block type above) use 8-bit
+// activations like matvec, and every Y[i][:] is bit-identical to matvec(X row
 // i) for the same ISA at any n (each X row is quantised as matvec does; the GEMM kernels form
 // the same int32 lanes and accumulate them in the same f32 order), so prefill equals
 // token-by-token decode.

@@ -1,5 +1,5 @@
-// Prefill GEMM Y[n][rows] = X[n][cols] * W^T for any weight type. Quantised weights (Q4_0,
-// Q4_1, Q5_0, Q8_0, Q4_K, Q6_K) multiply 8-bit activations (gemm_quant.h: bit-identical to
+// Prefill GEMM Y[n][rows] = X[n][cols] * W^T for any weight type. Quantised weights (every
+// block type) multiply 8-bit activations (gemm_quant.h: bit-identical to
 // matvec per row, except Q4_0 / Q8_0 on AVX-512 VNNI: gemm_packed.h, equal up to f32 rounding).
 // Float weights (F32, F16, BF16): each thread takes panels of kPanel weight rows; per
 // kKc-column slice it converts the panel once to f32, packs it transposed (so a vector load

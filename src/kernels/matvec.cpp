@@ -56,6 +56,17 @@ float q5_0_quad_row(const void* row, const PreparedX& x, int64_t n) {
   return K(static_cast<const BlockQ5_0*>(row), x.q8quad.data(), n / kQK);
 }
 
+// Q5_1 / IQ4_NL on AVX2 / AVX-512: as Q4_1 / Q5_0.
+template <float (*K)(const BlockQ5_1*, const ActQ8Quad*, const ActQ8QuadSums*, int64_t)>
+float q5_1_quad_row(const void* row, const PreparedX& x, int64_t n) {
+  return K(static_cast<const BlockQ5_1*>(row), x.q8quad.data(), x.q8quad_sums.data(), n / kQK);
+}
+
+template <float (*K)(const BlockIQ4_NL*, const ActQ8Quad*, int64_t)>
+float iq4_nl_quad_row(const void* row, const PreparedX& x, int64_t n) {
+  return K(static_cast<const BlockIQ4_NL*>(row), x.q8quad.data(), n / kQK);
+}
+
 // Q8_0 on AVX2 / AVX-512 reads x in pairs of blocks (prepare_x fills q8pair for that ISA).
 template <float (*K)(const BlockQ8_0*, const ActQ8Pair*, const ActQ8*, int64_t)>
 float q8_0_pair_row(const void* row, const PreparedX& x, int64_t n) {
@@ -68,9 +79,9 @@ float bf16_row(const void* row, const PreparedX& x, int64_t n) {
   return K(static_cast<const uint16_t*>(row), x.even_odd.data(), x.f32, n);
 }
 
-// SUFFIX names the F32 kernel, QSUFFIX the Q4_K/Q6_K kernels (the AVX-512 ones come with and
-// without VNNI), Q4_1_ROW / Q5_0_ROW the row dots of those types.
-#define MP_ROW_DOTS(SUFFIX, QSUFFIX, ISA, BF16_ROW, Q4_0_ROW, Q8_0_ROW, Q4_1_ROW, Q5_0_ROW) \
+// SUFFIX names the F32 kernel, QSUFFIX the K-quant kernels (the AVX-512 ones come with and
+// without VNNI), the *_ROW arguments the row dots of the 32-element block types.
+#define MP_ROW_DOTS(SUFFIX, QSUFFIX, ISA, BF16_ROW, Q4_0_ROW, Q8_0_ROW, Q4_1_ROW, Q5_0_ROW, Q5_1_ROW, IQ4_NL_ROW) \
   switch (t) {                                                          \
     case DType::F32: return f32_row<dot_f32_##SUFFIX>;                  \
     case DType::F16: return kv_row<DType::F16, ISA>;                    \
@@ -78,8 +89,13 @@ float bf16_row(const void* row, const PreparedX& x, int64_t n) {
     case DType::Q4_0: return Q4_0_ROW;                                  \
     case DType::Q4_1: return Q4_1_ROW;                                  \
     case DType::Q5_0: return Q5_0_ROW;                                  \
+    case DType::Q5_1: return Q5_1_ROW;                                  \
     case DType::Q8_0: return Q8_0_ROW;                                  \
+    case DType::IQ4_NL: return IQ4_NL_ROW;                              \
+    case DType::Q2_K: return q8k_row<BlockQ2_K, dot_q2_k_##QSUFFIX>;    \
+    case DType::Q3_K: return q8k_row<BlockQ3_K, dot_q3_k_##QSUFFIX>;    \
     case DType::Q4_K: return q8k_row<BlockQ4_K, dot_q4_k_##QSUFFIX>;    \
+    case DType::Q5_K: return q8k_row<BlockQ5_K, dot_q5_k_##QSUFFIX>;    \
     case DType::Q6_K: return q8k_row<BlockQ6_K, dot_q6_k_##QSUFFIX>;    \
   }                                                                     \
   return nullptr;
@@ -95,18 +111,21 @@ RowDot pick_row_dot(DType t, Isa isa, bool vnni) {
       if (vnni) {
         MP_ROW_DOTS(avx2, avx512vnni, Isa::Avx512, bf16_row<dot_bf16_avx512>, q4_0_quad_row<dot_q4_0_avx512vnni>,
                     q8_0_pair_row<dot_q8_0_avx512vnni>, q4_1_quad_row<dot_q4_1_avx512vnni>,
-                    q5_0_quad_row<dot_q5_0_avx512vnni>)
+                    q5_0_quad_row<dot_q5_0_avx512vnni>, q5_1_quad_row<dot_q5_1_avx512vnni>,
+                    iq4_nl_quad_row<dot_iq4_nl_avx512vnni>)
       }
       MP_ROW_DOTS(avx2, avx512, Isa::Avx512, bf16_row<dot_bf16_avx512>, q4_0_quad_row<dot_q4_0_avx512>,
                   q8_0_pair_row<dot_q8_0_avx512>, q4_1_quad_row<dot_q4_1_avx512>,
-                  q5_0_quad_row<dot_q5_0_avx512>)
+                  q5_0_quad_row<dot_q5_0_avx512>, q5_1_quad_row<dot_q5_1_avx512>, iq4_nl_quad_row<dot_iq4_nl_avx512>)
     case Isa::Avx2:
       MP_ROW_DOTS(avx2, avx2, Isa::Avx2, bf16_row<dot_bf16_avx2>, q4_0_quad_row<dot_q4_0_avx2>,
-                  q8_0_pair_row<dot_q8_0_avx2>, q4_1_quad_row<dot_q4_1_avx2>, q5_0_quad_row<dot_q5_0_avx2>)
+                  q8_0_pair_row<dot_q8_0_avx2>, q4_1_quad_row<dot_q4_1_avx2>, q5_0_quad_row<dot_q5_0_avx2>,
+                  q5_1_quad_row<dot_q5_1_avx2>, iq4_nl_quad_row<dot_iq4_nl_avx2>)
     case Isa::Scalar:
       MP_ROW_DOTS(scalar, scalar, Isa::Scalar, (kv_row<DType::BF16, Isa::Scalar>), (q8_row<BlockQ4_0, dot_q4_0_scalar>),
                   (q8_row<BlockQ8_0, dot_q8_0_scalar>), (q8_row<BlockQ4_1, dot_q4_1_scalar>),
-                  (q8_row<BlockQ5_0, dot_q5_0_scalar>))
+                  (q8_row<BlockQ5_0, dot_q5_0_scalar>), (q8_row<BlockQ5_1, dot_q5_1_scalar>),
+                  (q8_row<BlockIQ4_NL, dot_iq4_nl_scalar>))
   }
   return nullptr;
 }

@@ -6,7 +6,7 @@
 
 namespace mp::kernels::detail {
 
-constexpr int kQK = 32;    // elements per Q4_0 / Q4_1 / Q5_0 / Q8_0 block
+constexpr int kQK = 32;    // elements per Q4_0 / Q4_1 / Q5_0 / Q5_1 / Q8_0 / IQ4_NL block
 constexpr int kQK_K = 256; // elements per K-quant super-block
 
 // x[j] = d * ((qs[j] & 15) - 8), x[j + 16] = d * ((qs[j] >> 4) - 8)
@@ -30,6 +30,14 @@ struct BlockQ5_0 {
   uint8_t qs[kQK / 2];
 };
 
+// As Q5_0 with Q4_1's min: x = d * q + m, q unsigned 5-bit (nibble | bit e of qh << 4).
+struct BlockQ5_1 {
+  uint16_t d;
+  uint16_t m;
+  uint8_t qh[4];
+  uint8_t qs[kQK / 2];
+};
+
 // x[j] = d * qs[j]
 struct BlockQ8_0 {
   uint16_t d;
@@ -46,6 +54,45 @@ struct BlockQ4_K {
   uint8_t qs[kQK_K / 2];
 };
 
+// Q4_K with a fifth bit: x = d * sc * (q | h << 4) - dmin * m, h = bit j of qh[l] for element
+// l of 32-element sub-block j (qs as Q4_K).
+struct BlockQ5_K {
+  uint16_t d;
+  uint16_t dmin;
+  uint8_t scales[12];
+  uint8_t qh[kQK_K / 8];
+  uint8_t qs[kQK_K / 2];
+};
+
+// 16 sub-blocks of 16; byte g of scales holds sub-block g's 4-bit scale (low) and 4-bit min
+// (high); x = d * sc * q - dmin * m with 2-bit q. Element 128h + 32j + l is bits 2j..2j+1 of
+// qs[32h + l] (sub-block 8h + 2j + l / 16).
+struct BlockQ2_K {
+  uint8_t scales[kQK_K / 16];
+  uint8_t qs[kQK_K / 4];
+  uint16_t d;
+  uint16_t dmin;
+};
+
+// 16 sub-blocks of 16 with 6-bit scales (see scales_q3_k) biased by 32; x = d * (sc - 32) *
+// (q2 + 4 * hb - 4): q2 and sub-blocks as Q2_K, hb = bit 4h + j of hmask[l].
+struct BlockQ3_K {
+  uint8_t hmask[kQK_K / 8];
+  uint8_t qs[kQK_K / 4];
+  uint8_t scales[12];
+  uint16_t d;
+};
+
+// Q4_0's layout with a non-linear codebook: x = d * kIq4nlValues[nibble].
+struct BlockIQ4_NL {
+  uint16_t d;
+  uint8_t qs[kQK / 2];
+};
+
+// ggml's kvalues_iq4nl: indices 0-7 are the negative values, 8-15 the positive ones.
+inline constexpr int8_t kIq4nlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                            1,    13,   25,  38,  53,  69,  89,  113};
+
 // 16 sub-blocks of 16 with int8 scales; x = d * sc * (q - 32) with 6-bit q split into low
 // nibbles (ql) and 2 high bits (qh), in 128-element halves (see dequantize_q6_k).
 struct BlockQ6_K {
@@ -58,7 +105,12 @@ struct BlockQ6_K {
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
 static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
 static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockIQ4_NL) == 18);
+static_assert(sizeof(BlockQ2_K) == 84);
+static_assert(sizeof(BlockQ3_K) == 110);
+static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ4_K) == 144);
 static_assert(sizeof(BlockQ6_K) == 210);
 
@@ -87,6 +139,18 @@ inline void scales_mins_q4_k(const uint8_t* s, uint8_t sc[8], uint8_t m[8]) {
   std::memcpy(sc + 4, &sc_hi, 4);
   std::memcpy(m, &m_lo, 4);
   std::memcpy(m + 4, &m_hi, 4);
+}
+
+// The 16 6-bit scales of a Q3_K block, still biased by 32 (0..63): scale g's low 4 bits are
+// nibble g % 8 of bytes 0-7 (low nibbles first), its top 2 bits bits 2(g / 4)..+1 of byte 8 + g % 4.
+inline void scales_q3_k(const uint8_t* s, uint8_t out[16]) {
+  uint32_t u[3];
+  std::memcpy(u, s, 12);
+  const uint32_t low4 = 0x0f0f0f0f, low2 = 0x03030303;
+  const uint32_t w[4] = {(u[0] & low4) | ((u[2] & low2) << 4), (u[1] & low4) | (((u[2] >> 2) & low2) << 4),
+                         ((u[0] >> 4) & low4) | (((u[2] >> 4) & low2) << 4),
+                         ((u[1] >> 4) & low4) | (((u[2] >> 6) & low2) << 4)};
+  std::memcpy(out, w, 16);
 }
 
 }  // namespace mp::kernels::detail

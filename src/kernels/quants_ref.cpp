@@ -9,6 +9,7 @@
 #include "common/half.h"
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
+#include "kernels/quants_ref_extra.h"
 
 namespace mp::kernels {
 
@@ -273,8 +274,13 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
     case DType::Q4_0: return dequantize_q4_0(static_cast<const BlockQ4_0*>(src), dst, nb);
     case DType::Q4_1: return dequantize_q4_1(static_cast<const BlockQ4_1*>(src), dst, nb);
     case DType::Q5_0: return dequantize_q5_0(static_cast<const BlockQ5_0*>(src), dst, nb);
+    case DType::Q5_1: return dequantize_q5_1(static_cast<const BlockQ5_1*>(src), dst, nb);
     case DType::Q8_0: return dequantize_q8_0(static_cast<const BlockQ8_0*>(src), dst, nb);
+    case DType::IQ4_NL: return dequantize_iq4_nl(static_cast<const BlockIQ4_NL*>(src), dst, nb);
+    case DType::Q2_K: return dequantize_q2_k(static_cast<const BlockQ2_K*>(src), dst, nb);
+    case DType::Q3_K: return dequantize_q3_k(static_cast<const BlockQ3_K*>(src), dst, nb);
     case DType::Q4_K: return dequantize_q4_k(static_cast<const BlockQ4_K*>(src), dst, nb);
+    case DType::Q5_K: return dequantize_q5_k(static_cast<const BlockQ5_K*>(src), dst, nb);
     case DType::Q6_K: return dequantize_q6_k(static_cast<const BlockQ6_K*>(src), dst, nb);
   }
   unsupported(t);
@@ -296,8 +302,13 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
     case DType::Q4_0: return quantize_q4_0(src, static_cast<BlockQ4_0*>(dst), nb);
     case DType::Q4_1: return quantize_q4_1(src, static_cast<BlockQ4_1*>(dst), nb);
     case DType::Q5_0: return quantize_q5_0(src, static_cast<BlockQ5_0*>(dst), nb);
+    case DType::Q5_1: return quantize_q5_1(src, static_cast<BlockQ5_1*>(dst), nb);
     case DType::Q8_0: return quantize_q8_0(src, static_cast<BlockQ8_0*>(dst), nb);
+    case DType::IQ4_NL: return quantize_iq4_nl(src, static_cast<BlockIQ4_NL*>(dst), nb);
+    case DType::Q2_K: return quantize_q2_k(src, static_cast<BlockQ2_K*>(dst), nb);
+    case DType::Q3_K: return quantize_q3_k(src, static_cast<BlockQ3_K*>(dst), nb);
     case DType::Q4_K: return quantize_q4_k(src, static_cast<BlockQ4_K*>(dst), nb);
+    case DType::Q5_K: return quantize_q5_k(src, static_cast<BlockQ5_K*>(dst), nb);
     case DType::Q6_K: return quantize_q6_k(src, static_cast<BlockQ6_K*>(dst), nb);
   }
   unsupported(t);

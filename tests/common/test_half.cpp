@@ -68,11 +68,21 @@ TEST(DType, SizesMatchGgml) {
   EXPECT_EQ(dtype_row_bytes(DType::Q8_0, 32), 34u);
   EXPECT_EQ(dtype_from_ggml(3), DType::Q4_1);
   EXPECT_EQ(dtype_from_ggml(6), DType::Q5_0);
-  EXPECT_FALSE(dtype_from_ggml(7).has_value());  // Q5_1
+  EXPECT_EQ(dtype_from_ggml(7), DType::Q5_1);
+  EXPECT_EQ(dtype_row_bytes(DType::Q5_1, 64), 48u);
+  EXPECT_EQ(dtype_row_bytes(DType::IQ4_NL, 64), 36u);
+  EXPECT_EQ(dtype_from_ggml(20), DType::IQ4_NL);
+  EXPECT_EQ(dtype_row_bytes(DType::Q2_K, 256), 84u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q3_K, 256), 110u);
+  EXPECT_EQ(dtype_row_bytes(DType::Q5_K, 256), 176u);
+  EXPECT_EQ(dtype_from_ggml(10), DType::Q2_K);
+  EXPECT_EQ(dtype_from_ggml(11), DType::Q3_K);
+  EXPECT_EQ(dtype_from_ggml(13), DType::Q5_K);
   EXPECT_EQ(dtype_row_bytes(DType::Q4_K, 256), 144u);
   EXPECT_EQ(dtype_row_bytes(DType::Q6_K, 256), 210u);
   EXPECT_EQ(dtype_row_bytes(DType::BF16, 3), 6u);
-  EXPECT_FALSE(dtype_from_ggml(13).has_value());  // Q5_K
+  EXPECT_FALSE(dtype_from_ggml(23).has_value());  // IQ4_XS
+  EXPECT_FALSE(dtype_from_ggml(15).has_value());  // Q8_K (activations only)
   EXPECT_EQ(ggml_type_name(13), "Q5_K");
   EXPECT_EQ(ggml_type_name(999), "unknown");
 }

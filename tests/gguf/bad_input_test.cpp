@@ -7,7 +7,7 @@
 namespace mp::gguf::test {
 namespace {
 
-constexpr uint32_t kF32 = 0, kQ8_0 = 8, kQ5_K = 13;
+constexpr uint32_t kF32 = 0, kQ8_0 = 8, kIQ4_XS = 23;
 constexpr uint32_t kU8 = 0, kU32 = 4, kBool = 7, kString = 8, kArray = 9, kU64 = 10, kF64 = 12;
 
 // A file with one tensor info (after `kv`), padded to 32, followed by data_bytes of data.
@@ -82,9 +82,10 @@ TEST(GgufBadInput, BigEndianRefused) {
 }
 
 TEST(GgufBadInput, UnsupportedTensorTypeIsNamed) {
-  EXPECT_GGUF_ERROR(one_tensor({256}, kQ5_K, 0, 256, "blk.0.attn_q.weight"),
-                    "tensor 'blk.0.attn_q.weight' has type Q5_K, which magicpig does not support "
-                    "(supported: F32, F16, BF16, Q8_0, Q5_0, Q4_0, Q4_1, Q4_K, Q6_K)");
+  EXPECT_GGUF_ERROR(one_tensor({256}, kIQ4_XS, 0, 256, "blk.0.attn_q.weight"),
+                    "tensor 'blk.0.attn_q.weight' has type IQ4_XS, which magicpig does not support "
+                    "(supported: F32, F16, BF16, Q8_0, Q5_0, Q5_1, Q4_0, Q4_1, IQ4_NL, Q2_K, Q3_K, Q4_K, Q5_K, "
+                    "Q6_K)");
 }
 
 TEST(GgufBadInput, UnknownTensorTypeId) {

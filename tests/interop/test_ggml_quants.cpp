@@ -1,8 +1,10 @@
-// Our 32-element block formats against ggml itself (the peer's libggml-base.so, docs/peer.md):
-// kernels::quantize_row must write the same bytes as ggml's quantize_row_*_ref, and
-// kernels::dequantize_row must decode ggml's bytes to the same floats as ggml's
-// dequantize_row_*, on inputs that reach every rounding case (exact half steps, clamped ends,
-// constant and zero blocks, subnormal scales, outliers).
+// Our block formats against ggml itself (the peer's libggml-base.so, docs/peer.md):
+// kernels::quantize_row must write the same bytes as ggml's quantize_row_*_ref for the types
+// whose quantiser is ggml's (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0), and kernels::dequantize_row must
+// decode ggml's bytes to the same floats as ggml's dequantize_row_* for every type whose
+// ggml quantiser is a search of its own (IQ4_NL, Q2_K, Q3_K, Q5_K: bytes written by ggml, our
+// quantiser not compared), on inputs that reach every rounding case (exact half steps, clamped
+// ends, constant and zero blocks, subnormal scales, outliers).
 #include <dlfcn.h>
 #include <gtest/gtest.h>
 
@@ -56,7 +58,8 @@ std::vector<float> inputs(int variant, int64_t n) {
 
 struct TypeCase {
   DType type;
-  const char* ggml;  // suffix of quantize_row_<x>_ref / dequantize_row_<x>
+  const char* ggml;     // suffix of quantize_row_<x>_ref / dequantize_row_<x>
+  bool same_bytes = true;  // our quantiser writes ggml's bytes
 };
 
 TEST(GgmlQuants, QuantiseAndDequantiseAsGgml) {
@@ -66,7 +69,10 @@ TEST(GgmlQuants, QuantiseAndDequantiseAsGgml) {
     if (test::peer_required()) FAIL() << msg;
     GTEST_SKIP() << msg;
   }
-  const TypeCase cases[] = {{DType::Q4_0, "q4_0"}, {DType::Q4_1, "q4_1"}, {DType::Q5_0, "q5_0"}, {DType::Q8_0, "q8_0"}};
+  const TypeCase cases[] = {{DType::Q4_0, "q4_0"},          {DType::Q4_1, "q4_1"},        {DType::Q5_0, "q5_0"},
+                            {DType::Q5_1, "q5_1"},          {DType::Q8_0, "q8_0"},        {DType::IQ4_NL, "iq4_nl", false},
+                            {DType::Q2_K, "q2_K", false},   {DType::Q3_K, "q3_K", false}, {DType::Q4_K, "q4_K", false},
+                            {DType::Q5_K, "q5_K", false},   {DType::Q6_K, "q6_K", false}};
   const int64_t n = 32 * 256;
   for (const TypeCase& c : cases) {
     auto quantize = reinterpret_cast<QuantizeFn>(dlsym(h, ("quantize_row_" + std::string(c.ggml) + "_ref").c_str()));
@@ -79,7 +85,7 @@ TEST(GgmlQuants, QuantiseAndDequantiseAsGgml) {
       kernels::quantize_row(c.type, x.data(), ours.data(), n);
       quantize(x.data(), theirs.data(), n);
       const size_t bb = dtype_block_bytes(c.type);
-      for (size_t b = 0; b < bytes / bb; ++b)
+      for (size_t b = 0; c.same_bytes && b < bytes / bb; ++b)
         ASSERT_EQ(std::memcmp(&ours[b * bb], &theirs[b * bb], bb), 0)
             << c.ggml << " variant " << variant << ": block " << b << " differs from ggml's quantize_row_" << c.ggml
             << "_ref";
@@ -89,6 +95,39 @@ TEST(GgmlQuants, QuantiseAndDequantiseAsGgml) {
       for (int64_t i = 0; i < n; ++i)
         ASSERT_EQ(std::memcmp(&y_ours[i], &y_theirs[i], 4), 0)
             << c.ggml << " variant " << variant << " element " << i << ": " << y_ours[i] << " vs ggml " << y_theirs[i];
+    }
+  }
+}
+
+// Every bit pattern: random bytes (the fp16 scales included, so some are inf or NaN) decode to
+// the same floats as ggml's (a NaN where ggml's is NaN).
+TEST(GgmlQuants, RandomBlocksDequantiseAsGgml) {
+  void* h = ggml_base();
+  if (!h) {
+    const std::string msg = "libggml-base.so of the peer build not found: run scripts/build_peer.sh --lib-only";
+    if (test::peer_required()) FAIL() << msg;
+    GTEST_SKIP() << msg;
+  }
+  const TypeCase cases[] = {{DType::Q4_0, "q4_0"}, {DType::Q4_1, "q4_1"}, {DType::Q5_0, "q5_0"}, {DType::Q5_1, "q5_1"},
+                            {DType::Q8_0, "q8_0"}, {DType::IQ4_NL, "iq4_nl"}, {DType::Q2_K, "q2_K"},
+                            {DType::Q3_K, "q3_K"}, {DType::Q4_K, "q4_K"}, {DType::Q5_K, "q5_K"}, {DType::Q6_K, "q6_K"}};
+  const int64_t n = 256 * 64;
+  uint64_t s = 0x243F6A8885A308D3ull;
+  for (const TypeCase& c : cases) {
+    auto dequantize = reinterpret_cast<DequantizeFn>(dlsym(h, ("dequantize_row_" + std::string(c.ggml)).c_str()));
+    ASSERT_TRUE(dequantize) << c.ggml << ": symbol missing from libggml-base.so";
+    std::vector<uint8_t> q(dtype_row_bytes(c.type, n));
+    for (auto& b : q) s ^= s << 13, s ^= s >> 7, s ^= s << 17, b = static_cast<uint8_t>(s >> 56);
+    std::vector<float> y_ours(n), y_theirs(n);
+    kernels::dequantize_row(c.type, q.data(), y_ours.data(), n);
+    dequantize(q.data(), y_theirs.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      if (std::isnan(y_theirs[i])) {
+        ASSERT_TRUE(std::isnan(y_ours[i])) << c.ggml << " element " << i;
+        continue;
+      }
+      ASSERT_EQ(std::memcmp(&y_ours[i], &y_theirs[i], 4), 0)
+          << c.ggml << " element " << i << ": " << y_ours[i] << " vs ggml " << y_theirs[i];
     }
   }
 }

@@ -19,7 +19,8 @@ using test::isas_to_test;
 using test::random_floats;
 
 constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                               DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+                               DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+                               DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 bool quantises_x(DType t) { return dtype_block_size(t) > 1; }
 
@@ -57,7 +58,7 @@ Case make_case(DType t, int64_t n, uint32_t seed) {
 double tolerance(DType t, const Case& c) {
   const int64_t n = static_cast<int64_t>(c.x.size());
   double mag = 0, act = 0;
-  const int64_t bs = t == DType::Q4_K || t == DType::Q6_K ? 256 : 32;
+  const int64_t bs = dtype_block_size(t);
   for (int64_t i = 0; i < n; ++i) mag += std::fabs(double(c.wd[i]) * c.x[i]);
   if (quantises_x(t)) {
     for (int64_t b = 0; b < n; b += bs) {
@@ -121,7 +122,7 @@ TEST(DotRow, ExactlyQuantisableActivationsMatchReferenceTightly) {
 
 TEST(Matvec, RowsEqualDotRowForEveryThreadCount) {
   for (DType t : kAllTypes) {
-    const int64_t cols = t == DType::Q4_K || t == DType::Q6_K ? 512 : 96, rows = 37;
+    const int64_t cols = dtype_block_size(t) == 256 ? 512 : 96, rows = 37;
     const auto wf = random_floats(rows * cols, 5, -1.0f, 1.0f);
     const auto x = random_floats(cols, 6);
     const size_t rb = dtype_row_bytes(t, cols);
@@ -146,9 +147,9 @@ TEST(Matvec, BadShapesAndTypesAreErrors) {
   std::vector<uint8_t> w(1 << 16);
   std::vector<float> x(1024), y(16);
   EXPECT_THROW(matvec(DType::Q4_K, w.data(), 2, 100, x.data(), y.data(), 1), Error);
-  EXPECT_THROW(matvec(static_cast<DType>(7), w.data(), 2, 64, x.data(), y.data(), 1), Error);
+  EXPECT_THROW(matvec(static_cast<DType>(9), w.data(), 2, 64, x.data(), y.data(), 1), Error);  // Q8_1
   EXPECT_THROW(dot_row(DType::Q8_0, w.data(), x.data(), 31), Error);
-  EXPECT_THROW(dot_row(static_cast<DType>(13), w.data(), x.data(), 256), Error);
+  EXPECT_THROW(dot_row(static_cast<DType>(15), w.data(), x.data(), 256), Error);  // Q8_K
 }
 
 }  // namespace

@@ -17,7 +17,8 @@ using test::isas_to_test;
 using test::random_floats;
 
 constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                               DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+                               DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+                               DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 struct Weights {
   std::vector<uint8_t> q;

@@ -52,8 +52,8 @@ void expect_equal_to_separate(const std::vector<Matrix>& ms, int64_t cols, int n
 }
 
 TEST(MatvecMulti, EveryTypeEqualsSeparateMatvecs) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K,
-                  DType::Q6_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1, DType::Q8_0,
+                  DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     const int64_t cols = dtype_block_size(t) == 256 ? 512 : 160;  // Q4_0: 5 blocks, a partial group of 4
     // Q/K/V-like: a big matrix and two smaller ones, row counts not multiples of the chunk.
     const std::vector<Matrix> ms = {make_matrix(t, 131, cols, 1), make_matrix(t, 33, cols, 2),
@@ -68,7 +68,8 @@ TEST(MatvecMulti, MixedTypesAndEmptyMatrices) {
   const std::vector<Matrix> ms = {make_matrix(DType::Q4_0, 65, cols, 11), make_matrix(DType::Q8_0, 0, cols, 12),
                                   make_matrix(DType::Q6_K, 40, cols, 13), make_matrix(DType::Q4_0, 1, cols, 14),
                                   make_matrix(DType::F16, 17, cols, 15), make_matrix(DType::Q8_0, 90, cols, 16),
-                                  make_matrix(DType::Q5_0, 33, cols, 17), make_matrix(DType::Q4_1, 9, cols, 18)};
+                                  make_matrix(DType::Q5_0, 33, cols, 17), make_matrix(DType::Q4_1, 9, cols, 18),
+                                  make_matrix(DType::Q3_K, 21, cols, 19), make_matrix(DType::IQ4_NL, 7, cols, 20)};
   for (Isa isa : isas_to_test())
     for (int threads : {1, 2, 4}) expect_equal_to_separate(ms, cols, threads, isa, 21);
   expect_equal_to_separate({}, cols, 2, selected_isa(), 22);  // no targets: nothing to do

@@ -20,7 +20,8 @@ namespace {
 using test::random_floats;
 
 constexpr DType kAllTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,
-                               DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
+                               DType::Q5_0, DType::Q5_1, DType::Q8_0, DType::IQ4_NL, DType::Q2_K,
+                               DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K};
 
 void put_u16(std::vector<uint8_t>& b, size_t off, uint16_t v) { std::memcpy(&b[off], &v, 2); }
 
@@ -143,6 +144,33 @@ std::vector<float> error_bounds(DType t, const std::vector<float>& x) {
         b[i] = max_step * 1.0f + (63 * 15 + 63) * kD16Abs;
         break;
       }
+      case DType::Q5_1: {  // as Q4_1 with 31 steps
+        float lo = x[i / 32 * 32], hi = lo;
+        for (size_t l = i / 32 * 32; l < i / 32 * 32 + 32; ++l) lo = std::min(lo, x[l]), hi = std::max(hi, x[l]);
+        b[i] = (hi - lo) / 31 * (0.5f + 31 * 0x1p-11f) * 1.001f + std::fabs(lo) * 0x1p-11f + 32 * kD16Abs;
+        break;
+      }
+      case DType::IQ4_NL:  // widest codebook gap (24 of 127 steps of amax/127), half of it after the refit + d rounding
+        b[i] = amax_of(i / 32 * 32, 32) * (24.0f / 127) * 1.01f + 127 * kD16Abs;
+        break;
+      case DType::Q2_K: case DType::Q5_K: {
+        // as Q4_K with 3 / 31 steps per sub-block of 16 / 32 (and 4-bit scales and mins for Q2_K,
+        // whose rounding can cost up to one more step of the widest sub-block).
+        const size_t sub = t == DType::Q2_K ? 16 : 32;
+        const float steps = t == DType::Q2_K ? 3.0f : 31.0f;
+        const size_t blk = i / 256 * 256;
+        float max_step = 0;
+        for (size_t j = blk; j < blk + 256; j += sub) {
+          float lo = x[j], hi = x[j];
+          for (size_t l = j; l < j + sub; ++l) lo = std::min(lo, x[l]), hi = std::max(hi, x[l]);
+          max_step = std::max(max_step, (hi - std::min(lo, 0.0f)) / steps);
+        }
+        b[i] = max_step * (t == DType::Q2_K ? 2.0f : 1.1f) + (63 * 31 + 63) * kD16Abs;
+        break;
+      }
+      case DType::Q3_K:  // clamped +4 end: a full step; + 6-bit scale rounding (<= 1/2 of 1/32 of max), x4 levels
+        b[i] = amax_of(i / 256 * 256, 256) / 4 * 1.2f + 32 * 4 * kD16Abs;
+        break;
       case DType::Q6_K:  // clamped +32 end: a full step; + int8 scale rounding (<= 1/2 of 1/128 of max)
         b[i] = amax_of(i / 256 * 256, 256) / 32 * 1.2f + 128 * 32 * kD16Abs;
         break;

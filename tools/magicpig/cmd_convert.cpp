@@ -10,13 +10,14 @@
 namespace mp::cli {
 
 DType parse_weight_type(const std::string& v) {
-  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q5_0, DType::Q4_0, DType::Q4_1, DType::Q4_K,
-                  DType::Q6_K}) {
+  for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q5_0, DType::Q5_1, DType::Q4_0, DType::Q4_1,
+                  DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
     std::string name(dtype_name(t));
     for (char& c : name) c = char(std::tolower(c));
     if (name == v) return t;
   }
-  throw Error("--type must be one of f32, f16, bf16, q8_0, q5_0, q4_0, q4_1, q4_k, q6_k; got '" + v + "'");
+  throw Error("--type must be one of f32, f16, bf16, q8_0, q5_0, q5_1, q4_0, q4_1, iq4_nl, q2_k, q3_k, q4_k, q5_k, q6_k; "
+              "got '" + v + "'");
 }
 
 int cmd_convert(int argc, char** argv) {
@@ -35,7 +36,8 @@ int cmd_convert(int argc, char** argv) {
   a.value({"--tokenizer"}, "FILE", "--llama2c: tokenizer.bin (default: a byte-fallback placeholder vocabulary)",
           [&](const std::string& v) { o.tokenizer = v; });
   a.value({"-o", "--output"}, "FILE", "output .gguf", [&](const std::string& v) { o.output = h.output = v; });
-  a.value({"--type"}, "TYPE", "weight type: f32, f16, bf16, q8_0, q5_0, q4_0, q4_1 (--hf default q8_0), q4_k, q6_k (--llama2c, default f32)",
+  a.value({"--type"}, "TYPE", "weight type: f32, f16, bf16, q8_0, q5_0, q4_0, q4_1 (--hf default q8_0); q5_1, iq4_nl, q2_k, q3_k, "
+          "q4_k, q5_k, q6_k (--llama2c, default f32)",
           [&](const std::string& v) {
             o.type = h.type = parse_weight_type(v);
             type_given = true;

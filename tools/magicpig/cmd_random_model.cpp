@@ -49,7 +49,8 @@ int cmd_random_model(int argc, char** argv) {
           [&](const std::string& v) { s.n_vocab = int(parse_int("--vocab", v, 260, 1 << 20)); });
   a.value({"-c", "--ctx"}, "N", "context length written to the file (default: the preset's)",
           [&](const std::string& v) { s.n_ctx = parse_int("--ctx", v, 1, int64_t(1) << 24); });
-  a.value({"--type"}, "TYPE", "weight type: f32, f16, bf16, q8_0, q5_0, q4_0 (default), q4_1, q4_k, q6_k",
+  a.value({"--type"}, "TYPE", "weight type: f32, f16, bf16, q8_0, q5_0, q5_1, q4_0 (default), q4_1, iq4_nl, q2_k, q3_k, q4_k, "
+          "q5_k, q6_k",
           [&](const std::string& v) { s.type = parse_weight_type(v); });
   a.value({"--seed"}, "N", "seed (default 1)", [&](const std::string& v) { s.seed = uint64_t(parse_int("--seed", v, 0, INT64_MAX)); });
   a.value({"-o", "--output"}, "FILE", "output .gguf", [&](const std::string& v) { out = v; });
