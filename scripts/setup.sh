@@ -17,6 +17,7 @@ packages=(
   libopenblas-dev
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
   python3 python3-pip unzip python3-matplotlib  # unzip: fetch_models.sh; matplotlib: eval plots
+  python3-venv chromium  # the server tests: the openai client's environment, the web page in a headless browser
 )
 training=0
 for arg in "$@"; do
@@ -53,6 +54,8 @@ fi
 if [ "${MAGICPIG_SKIP_MODELS:-0}" != "1" ]; then
   scripts/fetch_models.sh smollm2
 fi
+# The openai client (pinned, in a virtual environment under the cache) for the server tests.
+scripts/setup_client.sh
 if [ "$training" = 1 ]; then
   scripts/setup_training.sh
 fi
