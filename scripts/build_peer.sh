@@ -12,6 +12,9 @@
 #   --lib-only   build only the `llama` library target (+ llama-dump), e.g. for CI where
 #                the interop test needs nothing else; an existing full build counts as
 #                up to date. Default (no flag): all targets below.
+#   --server     build only llama-server, in $CACHE/llama.cpp/build-server (its own build dir:
+#                the server needs LLAMA_BUILD_SERVER, which the other targets do not), for
+#                scripts/serve_bench.sh. Its web UI is left out (it would need npm).
 #
 # Env:
 #   MAGICPIG_CACHE       cache dir (default: $HOME/.cache/magicpig)
@@ -29,6 +32,7 @@ BUILD="$SRC/build"
 BIN="$CACHE/bin"
 DUMP_SRC="$REPO_ROOT/tools/peer/llama_dump.cpp"
 LIB_ONLY=0
+SERVER=0
 
 log() { echo "build_peer: $*"; }
 die() { echo "build_peer: ERROR: $*" >&2; exit 1; }
@@ -36,8 +40,9 @@ die() { echo "build_peer: ERROR: $*" >&2; exit 1; }
 for arg in "$@"; do
     case "$arg" in
         --lib-only) LIB_ONLY=1 ;;
+        --server) SERVER=1 ;;
         -h|--help) sed -n '2,20p' "${BASH_SOURCE[0]}"; exit 0 ;;
-        *) die "unknown argument '$arg' (only --lib-only is accepted)" ;;
+        *) die "unknown argument '$arg' (only --lib-only or --server)" ;;
     esac
 done
 
@@ -65,6 +70,25 @@ CMAKE_OPTS=(
     -DLLAMA_BUILD_APP=OFF
     -DLLAMA_BUILD_UI=OFF
 )
+
+if [ "$SERVER" = 1 ]; then
+    SBUILD="$SRC/build-server"
+    SOPTS=("${CMAKE_OPTS[@]/-DLLAMA_BUILD_SERVER=OFF/-DLLAMA_BUILD_SERVER=ON}" -DLLAMA_USE_PREBUILT_UI=OFF
+           -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF)
+    SSTAMP="$(printf '%s\n' "$(sed -n 's/^commit=//p' "$SRC/.magicpig-source")" "$GENERATOR" "${SOPTS[*]}" | sha256sum | cut -d' ' -f1)"
+    if [ -x "$SBUILD/bin/llama-server" ] && [ "$(cat "$SBUILD/.magicpig-build.stamp" 2>/dev/null)" = "$SSTAMP" ]; then
+        log "llama-server up to date ($SBUILD/bin/llama-server)"
+        exit 0
+    fi
+    t0=$(date +%s)
+    cmake -S "$SRC" -B "$SBUILD" -G "$GENERATOR" "${SOPTS[@]}" >"$CACHE/llama-server-cmake.log" 2>&1 \
+        || { tail -n 40 "$CACHE/llama-server-cmake.log" >&2; die "cmake configure of llama-server failed"; }
+    log "building llama-server (-j $JOBS; ~10 min on 2 cores)"
+    cmake --build "$SBUILD" --config Release -j "$JOBS" --target llama-server || die "llama-server build failed"
+    echo "$SSTAMP" >"$SBUILD/.magicpig-build.stamp"
+    log "llama-server built in $(( $(date +%s) - t0 )) s: $SBUILD/bin/llama-server"
+    exit 0
+fi
 # llama: the library; test-tokenizer-0: runs the ggml-vocab-*.gguf.inp/.out vectors
 TARGETS=(llama llama-bench llama-tokenize llama-quantize llama-perplexity llama-simple test-tokenizer-0)
 EXES=(llama-bench llama-tokenize llama-quantize llama-perplexity llama-simple test-tokenizer-0)

@@ -1,0 +1,215 @@
+// serve-bench: a bounded load test of an OpenAI-compatible server (magicpig serve or
+// llama-server) on loopback. C concurrent clients each send streamed /v1/completions requests
+// back to back for a fixed time; every request's prompt is a different slice of a text file,
+// so no prompt is a prefix of another. Reports throughput and the percentiles of time to first
+// token (TTFT) and time per output token (TPOT) over the finished requests.
+//   serve-bench --port 8080 -f book.txt --prompt-chars 16000 -n 32 --clients 1,4,8 --duration 20
+// --arrival: the gap test instead. One stream decodes; after 1 s a second request with the long
+// prompt arrives; reports the longest gap between two tokens of the first stream.
+#include <httplib.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+struct Options {
+  std::string host = "127.0.0.1";
+  int port = 8080;
+  std::string text;
+  size_t prompt_chars = 16000;
+  int max_tokens = 32;
+  std::vector<int> clients = {1, 4, 8};
+  double duration_s = 20;
+  json extra = json::object();  // merged into every request body
+  std::string label = "server";
+  bool arrival = false;
+};
+
+struct Sample {
+  double ttft_ms = 0, tpot_ms = 0, max_gap_ms = 0;
+  int64_t tokens = 0, prompt_tokens = 0;
+  bool ok = false;
+  std::vector<double> gaps_ms;
+};
+
+double ms(Clock::duration d) { return std::chrono::duration<double, std::milli>(d).count(); }
+
+// One streamed request; a token is a chunk with non-empty text.
+Sample run_request(const Options& o, const std::string& prompt, int max_tokens) {
+  httplib::Client cli(o.host, o.port);
+  cli.set_read_timeout(600, 0);
+  json body = {{"prompt", prompt}, {"max_tokens", max_tokens}, {"temperature", 0}, {"stream", true},
+               {"ignore_eos", true}};
+  body.update(o.extra);
+  Sample s;
+  std::string buf;
+  const auto t0 = Clock::now();
+  Clock::time_point last{};
+  auto on_event = [&](const std::string& data) {
+    if (data == "[DONE]") return;
+    const json j = json::parse(data, nullptr, false);
+    if (j.is_discarded()) return;
+    if (j.contains("usage") && j["usage"].is_object()) {
+      s.prompt_tokens = j["usage"].value("prompt_tokens", int64_t(0));
+    }
+    if (!j.contains("choices") || j["choices"].empty()) return;
+    const json& c = j["choices"][0];
+    const std::string text = c.contains("text") && c["text"].is_string() ? c["text"].get<std::string>() : "";
+    if (text.empty()) return;
+    const auto now = Clock::now();
+    if (s.tokens == 0) s.ttft_ms = ms(now - t0);
+    else {
+      const double g = ms(now - last);
+      s.gaps_ms.push_back(g);
+      s.max_gap_ms = std::max(s.max_gap_ms, g);
+    }
+    last = now;
+    ++s.tokens;
+  };
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = body.dump();
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    buf.append(data, n);
+    size_t cut;
+    while ((cut = buf.find("\n\n")) != std::string::npos) {
+      const std::string ev = buf.substr(0, cut);
+      buf.erase(0, cut + 2);
+      if (ev.rfind("data: ", 0) == 0) on_event(ev.substr(6));
+    }
+    return true;
+  };
+  auto res = cli.send(req);
+  s.ok = res && res->status == 200 && s.tokens > 0;
+  if (s.tokens > 1) s.tpot_ms = ms(last - t0 - std::chrono::duration_cast<Clock::duration>(
+                                                   std::chrono::duration<double, std::milli>(s.ttft_ms))) /
+                                double(s.tokens - 1);
+  return s;
+}
+
+std::string slice(const Options& o, uint64_t k) {
+  const size_t n = std::min(o.prompt_chars, o.text.size());
+  const size_t room = o.text.size() - n;
+  const size_t start = room ? size_t((k * 7919u * 131u) % room) : 0;
+  return o.text.substr(start, n);
+}
+
+double pct(std::vector<double> v, double p) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, size_t(p / 100.0 * double(v.size())))];
+}
+
+void load_test(const Options& o) {
+  std::printf("| server | clients | requests | failed | prompt tokens | output tok/s | TTFT p50 ms | TTFT p99 ms | "
+              "TPOT p50 ms | TPOT p99 ms |\n|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int c : o.clients) {
+    std::mutex mu;
+    std::vector<Sample> done;
+    std::atomic<uint64_t> next{uint64_t(c) * 1000};
+    int failed = 0;
+    const auto t0 = Clock::now();
+    const auto until = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(o.duration_s));
+    std::vector<std::thread> th;
+    for (int i = 0; i < c; ++i)
+      th.emplace_back([&] {
+        while (Clock::now() < until) {
+          Sample s = run_request(o, slice(o, next++), o.max_tokens);
+          std::lock_guard<std::mutex> lk(mu);
+          if (s.ok) done.push_back(std::move(s));
+          else ++failed;
+        }
+      });
+    for (auto& t : th) t.join();
+    const double wall = ms(Clock::now() - t0) / 1e3;
+    std::vector<double> ttft, tpot;
+    int64_t tokens = 0, prompt = 0;
+    for (const Sample& s : done) {
+      ttft.push_back(s.ttft_ms);
+      if (s.tokens > 1) tpot.push_back(s.tpot_ms);
+      tokens += s.tokens;
+      prompt = std::max(prompt, s.prompt_tokens);
+    }
+    std::printf("| %s | %d | %zu | %d | %lld | %.2f | %.0f | %.0f | %.1f | %.1f |\n", o.label.c_str(), c, done.size(),
+                failed, (long long)prompt, double(tokens) / wall, pct(ttft, 50), pct(ttft, 99), pct(tpot, 50),
+                pct(tpot, 99));
+    std::fflush(stdout);
+  }
+}
+
+void arrival_test(const Options& o) {
+  Sample running;
+  std::thread a([&] { running = run_request(o, "Once upon a time, in a small village by the sea,", 400); });
+  std::this_thread::sleep_for(std::chrono::seconds(1));
+  Sample arriving = run_request(o, slice(o, 1), 4);
+  a.join();
+  std::printf("| server | running stream tokens | median gap ms | longest gap ms | arriving prompt tokens | arriving TTFT ms |\n"
+              "|---|---|---|---|---|---|\n| %s | %lld | %.1f | %.0f | %lld | %.0f |\n",
+              o.label.c_str(), (long long)running.tokens, pct(running.gaps_ms, 50), running.max_gap_ms,
+              (long long)arriving.prompt_tokens, arriving.ttft_ms);
+}
+
+[[noreturn]] void usage_error(const std::string& msg) {
+  std::fprintf(stderr, "serve-bench: %s\nusage: serve-bench [--host H] [--port P] -f TEXT [--prompt-chars N] "
+                       "[-n MAX_TOKENS] [--clients 1,4,8] [--duration S] [--extra JSON] [--label NAME] [--arrival]\n",
+               msg.c_str());
+  std::exit(2);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  std::string file;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto val = [&]() -> std::string {
+      if (i + 1 >= argc) usage_error(a + " needs a value");
+      return argv[++i];
+    };
+    try {
+      if (a == "--host") o.host = val();
+      else if (a == "--port") o.port = std::stoi(val());
+      else if (a == "-f") file = val();
+      else if (a == "--prompt-chars") o.prompt_chars = std::stoul(val());
+      else if (a == "-n") o.max_tokens = std::stoi(val());
+      else if (a == "--duration") o.duration_s = std::stod(val());
+      else if (a == "--label") o.label = val();
+      else if (a == "--arrival") o.arrival = true;
+      else if (a == "--extra") o.extra = json::parse(val());
+      else if (a == "--clients") {
+        o.clients.clear();
+        std::string v = val();
+        for (size_t p = 0; p <= v.size();) {
+          const size_t q = std::min(v.find(',', p), v.size());
+          o.clients.push_back(std::stoi(v.substr(p, q - p)));
+          p = q + 1;
+        }
+      } else usage_error("unknown argument " + a);
+    } catch (const std::exception& e) {
+      usage_error("bad value for " + a + ": " + e.what());
+    }
+  }
+  if (file.empty()) usage_error("-f TEXT is required");
+  std::ifstream in(file, std::ios::binary);
+  if (!in) usage_error("cannot read " + file);
+  o.text.assign(std::istreambuf_iterator<char>(in), {});
+  if (o.arrival) arrival_test(o);
+  else load_test(o);
+  return 0;
+}
