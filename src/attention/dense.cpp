@@ -36,8 +36,9 @@ void check_shape(const KvView& kv, const HeadShape& shape) {
 }  // namespace
 
 void prefill_attention(const KvView& kv, const HeadShape& shape, int64_t pos0, int64_t n_q, const float* Q,
-                       float* O, int n_threads) {
+                       float* O, int n_threads, int64_t window) {
   check_shape(kv, shape);
+  check(window >= 0, "prefill_attention: negative window");
   check(pos0 >= 0 && n_q >= 0 && pos0 + n_q <= kv.n_tokens,
         "prefill_attention: queries [" + std::to_string(pos0) + ", " + std::to_string(pos0 + n_q) +
             ") are not all in the cache (" + std::to_string(kv.n_tokens) + " tokens)");
@@ -53,7 +54,7 @@ void prefill_attention(const KvView& kv, const HeadShape& shape, int64_t pos0, i
   {
     RowsScratch scratch;
     std::vector<float> qbuf, acc;
-    std::vector<int64_t> last;
+    std::vector<int64_t> last, first;
     std::vector<PartialSoftmax> st;
     // Later query blocks see more keys: hand them out first for balance.
 #pragma omp for schedule(dynamic, 1)
@@ -66,15 +67,19 @@ void prefill_attention(const KvView& kv, const HeadShape& shape, int64_t pos0, i
       qbuf.resize(static_cast<size_t>(rows) * d);
       acc.assign(static_cast<size_t>(rows) * d, 0.0f);
       last.resize(rows);
+      first.resize(rows);
       st.assign(rows, PartialSoftmax{});
       for (int i = 0; i < nq; ++i)
         for (int g = 0; g < G; ++g) {
           const int r = i * G + g;
           std::copy_n(Q + ((q0 + i) * H + h * G + g) * d, d, qbuf.data() + static_cast<size_t>(r) * d);
           last[r] = pos0 + q0 + i;
+          first[r] = window > 0 ? last[r] - window + 1 : 0;
         }
-      attend_rows(kv, h, qbuf.data(), rows, scale, 0, pos0 + q0 + nq, last.data(), st.data(), acc.data(),
-                  scratch, isa);
+      // keys before the block's first window are hidden from every row: not read at all
+      const int64_t begin = window > 0 ? std::max<int64_t>(0, pos0 + q0 - window + 1) : 0;
+      attend_rows(kv, h, qbuf.data(), rows, scale, begin, pos0 + q0 + nq, last.data(), st.data(), acc.data(),
+                  scratch, isa, window > 0 ? first.data() : nullptr);
       for (int i = 0; i < nq; ++i)
         for (int g = 0; g < G; ++g) {
           const int r = i * G + g;
@@ -126,6 +131,20 @@ void dense_decode(const KvView& kv, const HeadShape& shape, const float* q, floa
       }
       finish_partial_softmax(total, total_acc, out + (static_cast<size_t>(h) * G + g) * d, d);
     }
+}
+
+void window_decode(const KvView& kv, const HeadShape& shape, int64_t window, const float* q, float* out,
+                   int n_threads) {
+  check(window > 0, "window_decode: the window must be positive");
+  // The window as a cache of its own: positions [begin, n) seen from `begin` on, so the dense
+  // decode's chunking and merge order are those of a cache holding only these keys.
+  const int64_t begin = std::max<int64_t>(0, kv.n_tokens - window);
+  KvView w = kv;
+  w.k = kv.k + begin * kv.head_dim;
+  w.v = kv.v + begin * kv.head_dim;
+  w.n_tokens = kv.n_tokens - begin;
+  w.n_prompt = std::max<int64_t>(0, kv.n_prompt - begin);
+  dense_decode(w, shape, q, out, n_threads);
 }
 
 PartialSoftmax partial_attention_range(const KvView& kv, int h, const float* q, float scale, int64_t begin,

@@ -8,13 +8,19 @@
 
 namespace mp::attn {
 
-// Queries for positions [pos0, pos0 + n_q) attend causally to cache positions [0, pos0 + i].
-// Q and O: [n_q][n_head][head_dim]. The cache must already hold positions < pos0 + n_q.
+// Queries for positions [pos0, pos0 + n_q) attend causally to cache positions [0, pos0 + i],
+// or with window > 0 only to the last `window` of them, [pos0 + i - window + 1, pos0 + i]
+// (llama.cpp's standard sliding-window mask). Q and O: [n_q][n_head][head_dim]. The cache must
+// already hold positions < pos0 + n_q.
 void prefill_attention(const KvView& kv, const HeadShape& shape, int64_t pos0, int64_t n_q,
-                       const float* Q, float* O, int n_threads);
+                       const float* Q, float* O, int n_threads, int64_t window = 0);
 
 // Exact decode attention of q ([n_head][head_dim]) over positions [0, kv.n_tokens).
 void dense_decode(const KvView& kv, const HeadShape& shape, const float* q, float* out, int n_threads);
+
+// Exact decode attention over the last `window` positions only (a sliding-window layer).
+void window_decode(const KvView& kv, const HeadShape& shape, int64_t window, const float* q, float* out,
+                   int n_threads);
 
 // Unnormalised partial attention of one query head (kv head h) over positions [begin, end):
 // fills acc[head_dim] and returns its PartialSoftmax. scale is usually 1/sqrt(head_dim).

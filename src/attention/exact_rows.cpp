@@ -39,7 +39,7 @@ void fold_block(float* s, int rows, int64_t lds, int n, PartialSoftmax* st, floa
 
 void attend_rows(const KvView& kv, int h, const float* q, int rows, float scale, int64_t begin,
                  int64_t end, const int64_t* last_pos, PartialSoftmax* st, float* acc,
-                 RowsScratch& scratch, Isa isa) {
+                 RowsScratch& scratch, Isa isa, const int64_t* first_pos) {
   const int d = kv.head_dim;
   if (scratch.s.size() < static_cast<size_t>(rows) * kKeyBlock) scratch.s.resize(static_cast<size_t>(rows) * kKeyBlock);
   float* s = scratch.s.data();
@@ -69,6 +69,12 @@ void attend_rows(const KvView& kv, int h, const float* q, int rows, float scale,
         const int64_t visible = last_pos[r] - b + 1;  // columns [visible, n) are in the future
         for (int64_t j = std::max<int64_t>(visible, 0); j < n; ++j)
           s[r * kKeyBlock + j] = -std::numeric_limits<float>::infinity();
+      }
+    }
+    if (first_pos) {
+      for (int r = 0; r < rows; ++r) {
+        const int64_t hidden = std::min<int64_t>(first_pos[r] - b, n);  // columns [0, hidden) slid out
+        for (int64_t j = 0; j < hidden; ++j) s[r * kKeyBlock + j] = -std::numeric_limits<float>::infinity();
       }
     }
     fold_block(s, rows, kKeyBlock, n, st, acc, d, isa);

@@ -40,6 +40,8 @@ void Config::validate(const HeadShape& shape) const {
   check(shape.n_head % shape.n_kv_head == 0, "attention: n_head (" + std::to_string(shape.n_head) +
                                                  ") must be a multiple of n_kv_head (" +
                                                  std::to_string(shape.n_kv_head) + ")");
+  check(shape.sliding.empty() || (shape.sliding.size() == size_t(shape.n_layer) && shape.window > 0),
+        "attention: sliding-layer flags need one flag per layer and a positive window");
   // Every policy's fields, not only this policy's: a Config is often switched between policies.
   for (const ParamDesc* p : all_params()) {
     const std::string e = param_range_error(*p, *this);
@@ -65,6 +67,10 @@ LayeredPolicy::LayeredPolicy(const Config& cfg, const HeadShape& shape, bool all
   dense_.assign(shape.n_layer, all_dense ? 1 : 0);
   const std::vector<int> layers = cfg.dense_layers_set ? cfg.dense_layers : default_dense_layers(cfg.name, shape.n_layer);
   for (int l : layers) dense_.at(l) = 1;
+  // Sliding layers are never attended here; marking them dense keeps every policy from building
+  // structures for them (prefill_sparse is skipped, magicpig keeps no tables).
+  for (int l = 0; l < shape.n_layer; ++l)
+    if (shape.slides(l)) dense_[l] = 1;
 }
 
 void LayeredPolicy::check_layer(int layer, const KvView& kv) const {
@@ -82,6 +88,8 @@ void LayeredPolicy::prefill_done(int layer, const KvView& kv, int n_threads) {
 
 void LayeredPolicy::attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) {
   check_layer(layer, kv);
+  check(!shape_.slides(layer), cfg_.name + ": layer " + std::to_string(layer) +
+                                   " slides; the forward pass attends it over its window, not the policy");
   check_attend(layer, kv);
   if (is_dense(layer)) {
     dense_decode(kv, shape_, q, out, n_threads);
@@ -127,7 +135,10 @@ size_t aux_bytes_estimate(const Config& cfg, const HeadShape& shape, int64_t n_c
   if (!policy || n_ctx <= 0 || shape.n_layer <= 0 || shape.n_kv_head <= 0) return 0;
   const std::vector<int> dense =
       cfg.dense_layers_set ? cfg.dense_layers : default_dense_layers(cfg.name, shape.n_layer);
-  const int64_t n_dense = int64_t(std::set<int>(dense.begin(), dense.end()).size());
+  std::set<int> not_sparse(dense.begin(), dense.end());
+  for (int l = 0; l < shape.n_layer; ++l)
+    if (shape.slides(l)) not_sparse.insert(l);
+  const int64_t n_dense = int64_t(not_sparse.size());
   AuxDims dims;
   dims.n = static_cast<size_t>(n_ctx);
   dims.d = static_cast<size_t>(shape.head_dim);

@@ -16,6 +16,12 @@ struct HeadShape {
   int n_head = 0;     // query heads
   int n_kv_head = 0;  // n_head % n_kv_head == 0 (GQA group = n_head / n_kv_head)
   int head_dim = 0;
+  // Sliding-window layers (Gemma 3's local layers, n_layer flags; empty when there are none):
+  // the forward pass attends them exactly over their last `window` positions itself, so a
+  // policy builds nothing for them, is never asked to attend them and counts no cost there.
+  std::vector<char> sliding;
+  int64_t window = 0;
+  bool slides(int layer) const { return !sliding.empty() && sliding[layer] != 0; }
 };
 
 struct Config {

@@ -10,7 +10,10 @@
 namespace mp {
 
 attn::HeadShape head_shape(const HParams& hp) {
-  return attn::HeadShape{hp.n_layer, hp.n_head, hp.n_kv_head, hp.head_dim};
+  attn::HeadShape shape{hp.n_layer, hp.n_head, hp.n_kv_head, hp.head_dim};
+  shape.sliding = hp.layer_slides;
+  shape.window = hp.sliding_window;
+  return shape;
 }
 
 void rms_norm(const float* x, const float* w, float* out, int n, float eps) {
@@ -64,6 +67,7 @@ void output_logits(const Model& m, const Backend& be, Scratch& s, int64_t first,
   for (int64_t i = 0; i < n; ++i)
     rms_norm(&s.x[(first + i) * e], m.output_norm.data(), &s.xn[i * e], e, m.hp.rms_eps);
   be.linear(m.output, s.xn.data(), n, logits);
+  detail::softcap_logits(m.hp, logits, n);
 }
 
 }  // namespace
@@ -86,7 +90,8 @@ void forward_prefill(const Model& m, const Backend& be, KvCache& cache, std::spa
     for (int64_t i = 0; i < n; ++i) m.embed(tokens[done + i], &s.x[i * m.hp.n_embd]);
     for (int l = 0; l < m.hp.n_layer; ++l) {
       run_layer(m, be, cache, l, pos0, n, s, n_threads, [&](const KvView& view) {
-        attn::prefill_attention(view, shape, pos0, n, s.q.data(), s.att.data(), n_threads);
+        attn::prefill_attention(view, shape, pos0, n, s.q.data(), s.att.data(), n_threads,
+                                m.hp.slides(l) ? m.hp.sliding_window : 0);
       });
       if (layer_complete && done + n == total) layer_complete(l);
     }
@@ -108,7 +113,7 @@ void forward_decode(const Model& m, const Backend& be, KvCache& cache, attn::Seq
   m.embed(token, s.x.data());
   for (int l = 0; l < m.hp.n_layer; ++l) {
     run_layer(m, be, cache, l, pos, 1, s, n_threads, [&](const KvView& view) {
-      policy.attend(l, view, s.q.data(), s.att.data(), n_threads);
+      detail::attend_decode(m, l, view, policy, s.q.data(), s.att.data(), n_threads);
     });
   }
   cache.set_n_tokens(pos + 1);

@@ -1,6 +1,8 @@
 // The Llama forward pass over one sequence: embeddings, n_layer blocks of (RMSNorm, attention
 // with RoPE and GQA, RMSNorm, SwiGLU MLP), final norm and output projection. qwen2 is the same
-// graph with biases on the Q/K/V projections and NEOX rope (hparams.h).
+// graph with biases on the Q/K/V projections and NEOX rope; gemma3 adds QK-norm, post-norms,
+// GeGLU, a scaled embedding and sliding-window layers (hparams.h). Sliding layers attend exactly
+// over their window in prefill and decode; policies only ever see the other layers.
 #pragma once
 #include <cstdint>
 #include <functional>

@@ -58,13 +58,14 @@ void validate(const Model& m, std::span<KvCache* const> caches, std::span<attn::
 // thread takes whole sequences (their policies run single-threaded, no nested teams); otherwise
 // sequences go one after another and each policy splits its heads over all threads. Policies
 // may throw (mp::Error): exceptions must not leave an OpenMP region, so the first is rethrown.
-void attend_all(int l, std::span<KvCache* const> caches, std::span<attn::SequenceAttention* const> policies,
+void attend_all(const Model& m, int l, std::span<KvCache* const> caches,
+                std::span<attn::SequenceAttention* const> policies,
                 const std::vector<int64_t>& pos, BatchScratch& s, int qd, int n_threads) {
   const int64_t n = int64_t(caches.size());
   auto one = [&](int64_t i, int threads) {
     KvView view = caches[i]->view(l);
     view.n_tokens = pos[i] + 1;  // this layer already holds the new position
-    policies[i]->attend(l, view, &s.q[i * qd], &s.att[i * qd], threads);
+    detail::attend_decode(m, l, view, *policies[i], &s.q[i * qd], &s.att[i * qd], threads);
   };
   if (n < n_threads) {
     for (int64_t i = 0; i < n; ++i) one(i, n_threads);
@@ -136,11 +137,12 @@ void forward_decode_batch(const Model& m, const Backend& be, std::span<KvCache* 
     detail::run_layer(
         m, be, l, n, s, n_threads, [&](int64_t i) { return pos[i]; },
         [&](int64_t i, const float* k, const float* v) { caches[i]->write(l, pos[i], k, v); },
-        [&] { attend_all(l, caches, policies, pos, s, qd, n_threads); });
+        [&] { attend_all(m, l, caches, policies, pos, s, qd, n_threads); });
   for (int64_t i = 0; i < n; ++i) caches[i]->set_n_tokens(pos[i] + 1);
   if (!logits) return;
   for (int64_t i = 0; i < n; ++i) rms_norm(&s.x[i * e], m.output_norm.data(), &s.xn[i * e], e, hp.rms_eps);
   be.linear(m.output, s.xn.data(), n, logits);
+  detail::softcap_logits(hp, logits, n);
 }
 
 }  // namespace mp

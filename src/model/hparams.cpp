@@ -15,18 +15,60 @@ static int positive_int(const gguf::File& f, const std::string& key, int64_t max
   return static_cast<int>(v);
 }
 
+// Gemma 3's additions, with the defaults llama.cpp's gemma3 loader uses (src/models/gemma3.cpp):
+// five sliding layers then one global layer, repeating; sliding layers rotate with base 10000
+// unless rope.freq_base_swa says otherwise and never with the global layers' rope scaling.
+static void read_gemma3(const gguf::File& f, HParams& hp) {
+  const std::string a = hp.arch + ".";
+  hp.embed_scale = std::sqrt(static_cast<float>(hp.n_embd));
+  hp.ffn_act = FfnActivation::GeluTanh;
+  hp.qk_norm = true;
+  hp.post_norms = true;
+  // Google's reference scales queries by query_pre_attn_scalar^-1/2: head_dim, except 27B's
+  // n_embd / n_head; llama.cpp recognises 27B by its 62 layers.
+  if (hp.n_layer == 62) {
+    const double scale = 1.0 / std::sqrt(double(hp.n_embd / hp.n_head));
+    hp.q_scale = static_cast<float>(scale * std::sqrt(double(hp.head_dim)));
+  }
+  const double softcap = f.get_float(a + "final_logit_softcapping", 0.0);
+  check(softcap >= 0 && std::isfinite(softcap), f.path() + ": final_logit_softcapping must be >= 0");
+  hp.logit_softcap = static_cast<float>(softcap);
+
+  const int64_t window = f.get_int(a + "attention.sliding_window", 0);
+  check(window >= 0 && window <= (int64_t(1) << 24), f.path() + ": attention.sliding_window out of range");
+  if (window == 0) return;
+  hp.sliding_window = static_cast<int>(window);
+  hp.layer_slides.assign(hp.n_layer, 0);
+  const std::string pattern_key = a + "attention.sliding_window_pattern";
+  const gguf::Value* pattern = f.find(pattern_key);
+  if (pattern && pattern->is_array()) {
+    check(pattern->ints.size() == size_t(hp.n_layer),
+          f.path() + ": " + pattern_key + " must hold one flag per layer");
+    for (int l = 0; l < hp.n_layer; ++l) hp.layer_slides[l] = pattern->ints[l] != 0;
+  } else {
+    const int64_t n = pattern ? f.get_int(pattern_key) : 6;
+    check(n >= 0 && n <= hp.n_layer + 1, f.path() + ": " + pattern_key + " out of range");
+    // llama.cpp's set_swa_pattern: 0 makes every layer slide, n the last of every n global
+    for (int l = 0; l < hp.n_layer; ++l) hp.layer_slides[l] = n == 0 || l % n < n - 1;
+  }
+  hp.rope_sliding.type = hp.rope.type;
+  hp.rope_sliding.theta = static_cast<float>(f.get_float(a + "rope.freq_base_swa", 10000.0));
+  check(hp.rope_sliding.theta > 1, f.path() + ": rope.freq_base_swa must be > 1");
+}
+
 HParams read_hparams(const gguf::File& f) {
   HParams hp;
   hp.arch = f.get_string("general.architecture");
-  // Both run one graph; they differ in the rotary layout and in qwen2's Q/K/V biases, which
-  // the loader takes wherever the file has them.
+  // llama and qwen2 run one graph; they differ in the rotary layout and in qwen2's Q/K/V biases,
+  // which the loader takes wherever the file has them. gemma3 adds to that graph (hparams.h).
   if (hp.arch == "llama") {
     hp.rope.type = RopeType::Norm;
-  } else if (hp.arch == "qwen2") {
+  } else if (hp.arch == "qwen2" || hp.arch == "gemma3") {
     hp.rope.type = RopeType::Neox;
   } else {
     throw Error(f.path() + ": architecture '" + hp.arch +
-                "' is not supported (supported: llama — Llama 2, Llama 3/3.1, Mistral; qwen2 — Qwen2, Qwen2.5)");
+                "' is not supported (supported: llama — Llama 2, Llama 3/3.1, Mistral; qwen2 — Qwen2, Qwen2.5; "
+                "gemma3 — Gemma 3 text models)");
   }
   hp.name = f.get_string("general.name", "");
   const std::string a = hp.arch + ".";
@@ -83,6 +125,8 @@ HParams read_hparams(const gguf::File& f) {
     for (float v : hp.rope.freq_factors)
       check(std::isfinite(v) && v > 0, f.path() + ": rope_freqs.weight holds a non-positive value");
   }
+
+  if (hp.arch == "gemma3") read_gemma3(f, hp);
 
   const gguf::TensorInfo& emb = f.tensor("token_embd.weight");
   check(emb.shape.size() == 2 && emb.shape[0] == hp.n_embd,

@@ -1,5 +1,6 @@
 // One Llama block over n token rows, shared by prefill/decode (forward.cpp) and batched decode
-// (forward_batch.cpp) so both run the same arithmetic in the same order. Internal header.
+// (forward_batch.cpp) so both run the same arithmetic in the same order; Gemma 3's additions
+// (QK-norm, per-layer rope, post-norms, GeGLU) are switched on by HParams. Internal header.
 #pragma once
 #include <cmath>
 #include <cstdint>
@@ -7,14 +8,14 @@
 #include <span>
 #include <vector>
 
+#include "attention/dense.h"
+#include "model/activations.h"
 #include "model/backend.h"
 #include "model/forward.h"
 #include "model/model.h"
 #include "model/scratch_pool.h"
 
 namespace mp::detail {
-
-inline float silu(float x) { return x / (1.0f + std::exp(-x)); }
 
 // y += b; an empty b (no bias in the file) leaves y as it is.
 inline void add_bias(float* y, const std::vector<float>& b) {
@@ -72,10 +73,33 @@ void for_rows(int64_t n, int n_threads, Fn&& fn) {
   if (error) std::rethrow_exception(error);
 }
 
+// Final logit soft-capping (logits = cap * tanh(logits / cap)) of n rows, when the model has it.
+inline void softcap_logits(const HParams& hp, float* logits, int64_t n) {
+  if (hp.logit_softcap <= 0) return;
+  const float cap = hp.logit_softcap;
+  for (int64_t i = 0; i < n * hp.n_vocab; ++i) logits[i] = cap * std::tanh(logits[i] / cap);
+}
+
+// RMSNorm of each of n_heads heads of x in place (Gemma 3's QK-norm; w has head_dim entries).
+inline void rms_norm_heads(float* x, int n_heads, int head_dim, const std::vector<float>& w, float eps) {
+  for (int h = 0; h < n_heads; ++h) {
+    float* head = x + size_t(h) * head_dim;
+    rms_norm(head, w.data(), head, head_dim, eps);
+  }
+}
+
+// One decode step's attention of layer l: a sliding layer attends exactly over its window, any
+// other layer through the sequence's policy.
+inline void attend_decode(const Model& m, int l, const KvView& view, attn::SequenceAttention& policy, const float* q,
+                          float* out, int n_threads) {
+  if (m.hp.slides(l)) attn::window_decode(view, head_shape(m.hp), m.hp.sliding_window, q, out, n_threads);
+  else policy.attend(l, view, q, out, n_threads);
+}
+
 // Everything of layer l except the attention itself: row i sits at position pos_of(i), its
 // K/V go to write_kv(i, k, v), and attend() fills s.att from s.q. The row-wise steps (norms,
-// Q/K/V biases, RoPE, residuals, SwiGLU) run on n_threads threads; each row's arithmetic does
-// not depend on the split.
+// Q/K/V biases, RoPE, residuals, SwiGLU / GeGLU) run on n_threads threads; each row's
+// arithmetic does not depend on the split.
 template <class PosOf, class WriteKv, class Attend>
 void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch& s, int n_threads, PosOf&& pos_of,
                WriteKv&& write_kv, Attend&& attend) {
@@ -94,13 +118,20 @@ void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch
     add_bias(&s.q[i * qd], w.bq);
     add_bias(&s.k[i * kd], w.bk);
     add_bias(&s.v[i * kd], w.bv);
-    apply_rope(&s.q[i * qd], hp.n_head, hp.head_dim, pos_of(i), hp.rope);
-    apply_rope(&s.k[i * kd], hp.n_kv_head, hp.head_dim, pos_of(i), hp.rope);
+    if (hp.qk_norm) {
+      rms_norm_heads(&s.q[i * qd], hp.n_head, hp.head_dim, w.q_norm, hp.rms_eps);
+      rms_norm_heads(&s.k[i * kd], hp.n_kv_head, hp.head_dim, w.k_norm, hp.rms_eps);
+    }
+    apply_rope(&s.q[i * qd], hp.n_head, hp.head_dim, pos_of(i), hp.rope_of(l));
+    apply_rope(&s.k[i * kd], hp.n_kv_head, hp.head_dim, pos_of(i), hp.rope_of(l));
+    if (hp.q_scale != 1.0f)
+      for (int c = 0; c < qd; ++c) s.q[i * qd + c] *= hp.q_scale;
     write_kv(i, &s.k[i * kd], &s.v[i * kd]);
   });
   attend();
   be.linear(w.wo, s.att.data(), n, s.proj.data());
   for_rows(n, n_threads, [&](int64_t i) {
+    if (hp.post_norms) rms_norm(&s.proj[i * e], w.post_attn_norm.data(), &s.proj[i * e], e, hp.rms_eps);
     for (int c = 0; c < e; ++c) s.x[i * e + c] += s.proj[i * e + c];
     rms_norm(&s.x[i * e], w.ffn_norm.data(), &s.xn[i * e], e, hp.rms_eps);
   });
@@ -110,10 +141,15 @@ void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch
     be.linear_multi(ws, s.xn.data(), n, ys);
   }
   for_rows(n, n_threads, [&](int64_t i) {
-    for (int64_t c = i * ff; c < (i + 1) * ff; ++c) s.gate[c] = silu(s.gate[c]) * s.up[c];
+    if (hp.ffn_act == FfnActivation::GeluTanh) {
+      for (int64_t c = i * ff; c < (i + 1) * ff; ++c) s.gate[c] = gelu_tanh_fp16_table(s.gate[c]) * s.up[c];
+    } else {
+      for (int64_t c = i * ff; c < (i + 1) * ff; ++c) s.gate[c] = silu(s.gate[c]) * s.up[c];
+    }
   });
   be.linear(w.w_down, s.gate.data(), n, s.proj.data());
   for_rows(n, n_threads, [&](int64_t i) {
+    if (hp.post_norms) rms_norm(&s.proj[i * e], w.post_ffn_norm.data(), &s.proj[i * e], e, hp.rms_eps);
     for (int c = 0; c < e; ++c) s.x[i * e + c] += s.proj[i * e + c];
   });
 }

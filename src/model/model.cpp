@@ -76,6 +76,15 @@ std::unique_ptr<Model> Model::load(const std::string& path) {
     w.w_gate = matrix(f, p + "ffn_gate.weight", hp.n_ff, hp.n_embd);
     w.w_up = matrix(f, p + "ffn_up.weight", hp.n_ff, hp.n_embd);
     w.w_down = matrix(f, p + "ffn_down.weight", hp.n_embd, hp.n_ff);
+    if (hp.qk_norm) {
+      w.q_norm = vector_f32(f, p + "attn_q_norm.weight", hp.head_dim);
+      w.k_norm = vector_f32(f, p + "attn_k_norm.weight", hp.head_dim);
+    }
+    // Gemma's norms scale by (1 + w); llama.cpp's converter stores 1 + w, so they are used as stored.
+    if (hp.post_norms) {
+      w.post_attn_norm = vector_f32(f, p + "post_attention_norm.weight", hp.n_embd);
+      w.post_ffn_norm = vector_f32(f, p + "post_ffw_norm.weight", hp.n_embd);
+    }
     m->layers.push_back(std::move(w));
   }
   return m;
@@ -92,6 +101,8 @@ void Model::embed(int32_t id, float* x) const {
                                         std::to_string(hp.n_vocab) + ")");
   const size_t row = dtype_row_bytes(tok_embd.type, tok_embd.cols);
   kernels::dequantize_row(tok_embd.type, static_cast<const uint8_t*>(tok_embd.data) + row * id, x, tok_embd.cols);
+  if (hp.embed_scale != 1.0f)
+    for (int64_t i = 0; i < tok_embd.cols; ++i) x[i] *= hp.embed_scale;
 }
 
 }  // namespace mp

@@ -17,6 +17,8 @@ struct LayerWeights {
   std::vector<float> attn_norm, ffn_norm;
   Weight wq, wk, wv, wo;
   std::vector<float> bq, bk, bv;  // projection biases (qwen2); empty when the file has none
+  std::vector<float> q_norm, k_norm;                // [head_dim] each, when hp.qk_norm
+  std::vector<float> post_attn_norm, post_ffn_norm;  // [n_embd] each, when hp.post_norms
   Weight w_gate, w_up, w_down;
 };
 
@@ -39,7 +41,7 @@ struct Model {
 
   // Bytes of all weight tensors.
   size_t weight_bytes() const;
-  // Fills x[n_embd] with the embedding of token id (range-checked).
+  // Fills x[n_embd] with the embedding of token id times hp.embed_scale (range-checked).
   void embed(int32_t id, float* x) const;
 };
 

@@ -1,4 +1,4 @@
-// Chat formats for Llama 3, Llama 2 and ChatML instruct models. The Jinja template in the GGUF is
+// Chat formats for Llama 3, Llama 2, ChatML and Gemma instruct models. The Jinja template in the GGUF is
 // only inspected (to pick the format, and for ChatML its default system prompt), never executed.
 //
 // BOS: the result is meant for encode(text, add_special=true, parse_special=true). The template's
@@ -124,6 +124,36 @@ std::string chatml(const std::string& tmpl, const Tokenizer& tok, const std::vec
   return out;
 }
 
+// Gemma (llama.cpp's LLM_CHAT_TEMPLATE_GEMMA, Google's template): "<start_of_turn>{role}\n
+// {content}<end_of_turn>\n" per message, the assistant's role named "model", contents trimmed.
+// Gemma has no system turn: system messages are joined and written at the top of the next user
+// turn, followed by a blank line. The template opens with <bos>, left to the tokenizer when it
+// adds one (Gemma's does).
+std::string gemma(const Tokenizer& tok, const std::vector<ChatMessage>& messages, bool add_assistant_prefix) {
+  for (const char* t : {"<start_of_turn>", "<end_of_turn>"})
+    check(tok.find_token(t) >= 0, std::string("chat template: Gemma format needs the token ") + t +
+                                      ", which the vocabulary lacks");
+  std::string out;
+  if (!tok.add_bos() && tok.bos() >= 0) out += tok.token_text(tok.bos());
+  std::string system;
+  for (const ChatMessage& m : messages) {
+    check(!m.role.empty(), "chat template: message with an empty role");
+    if (m.role == "system") {
+      system += trim(m.content);
+      continue;
+    }
+    const std::string role = m.role == "assistant" ? "model" : m.role;
+    out += "<start_of_turn>" + role + "\n";
+    if (!system.empty() && role != "model") {
+      out += system + "\n\n";
+      system.clear();
+    }
+    out += trim(m.content) + "<end_of_turn>\n";
+  }
+  if (add_assistant_prefix) out += "<start_of_turn>model\n";
+  return out;
+}
+
 }  // namespace
 
 std::string apply_chat_template(const gguf::File& f, const Tokenizer& tok, const std::vector<ChatMessage>& messages,
@@ -138,14 +168,18 @@ std::string apply_chat_template(const gguf::File& f, const Tokenizer& tok, const
     return chatml(tmpl, tok, messages, add_assistant_prefix);
   }
   if (has("<|start_header_id|>")) return llama3(tok, messages, add_assistant_prefix);
+  if (has("<start_of_turn>")) return gemma(tok, messages, add_assistant_prefix);
   if (has("[INST]")) return llama2(tok, messages);
   if (tmpl.empty() && tok.find_token("<|im_start|>") >= 0 && tok.find_token("<|im_end|>") >= 0)
     return chatml(tmpl, tok, messages, add_assistant_prefix);
+  // Gemma 3 GGUFs converted without the template (the 270M one) still carry its turn markers
+  if (tok.find_token("<start_of_turn>") >= 0 && tok.find_token("<end_of_turn>") >= 0)
+    return gemma(tok, messages, add_assistant_prefix);
   if (tok.find_token("<|start_header_id|>") >= 0) return llama3(tok, messages, add_assistant_prefix);
   if (tok.model() == "llama") return llama2(tok, messages);
   throw Error("chat template: no supported chat format for this model (tokenizer.chat_template names neither "
-              "ChatML <|im_start|>, Llama 3 <|start_header_id|> nor Llama 2 [INST], and the vocabulary has "
-              "neither <|im_start|> nor <|start_header_id|>)");
+              "ChatML <|im_start|>, Llama 3 <|start_header_id|>, Gemma <start_of_turn> nor Llama 2 [INST], and the "
+              "vocabulary has none of <|im_start|>, <start_of_turn>, <|start_header_id|>)");
 }
 
 }  // namespace mp

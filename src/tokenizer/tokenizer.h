@@ -64,10 +64,11 @@ struct ChatMessage {
 };
 
 // Formats messages for an instruct model, choosing the format from metadata
-// (tokenizer.chat_template: <|im_start|> => ChatML, <|start_header_id|> => Llama 3, [INST] =>
-// Llama 2; else the vocabulary). ChatML puts the template's default system prompt first when the
-// first message is not a system message. add_assistant_prefix opens the assistant turn. Throws
-// if no format fits.
+// (tokenizer.chat_template: <|im_start|> => ChatML, <|start_header_id|> => Llama 3,
+// <start_of_turn> => Gemma, [INST] => Llama 2; else the vocabulary). ChatML puts the template's
+// default system prompt first when the first message is not a system message; Gemma folds system
+// messages into the next user turn. add_assistant_prefix opens the assistant turn. Throws if no
+// format fits.
 std::string apply_chat_template(const gguf::File& f, const Tokenizer& tok,
                                 const std::vector<ChatMessage>& messages, bool add_assistant_prefix = true);
 

@@ -2,6 +2,7 @@
 // refused with a message naming them.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
 
 #include "common/error.h"
@@ -235,6 +236,55 @@ TEST(Model, LoadsQwen2BiasesAndRefusesBiasesItWouldNotApply) {
       EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
     }
   }
+}
+
+// gemma3: llama.cpp's defaults when the file says only the window (as the 270M file): five
+// sliding layers then a global one, sliding rope base 10000, GeGLU, QK-norm, post-norms,
+// embedding x sqrt(n_embd); and the pattern key in both of llama.cpp's forms.
+TEST(HParams, Gemma3SlidingLayersAndDefaults) {
+  test::TempDir dir;
+  auto gemma = [&](const std::function<void(gguf::Writer&)>& edit) {
+    return read_hparams(gguf::File::open(write_header(
+        dir,
+        [&](gguf::Writer& w) {
+          w.set_u32("gemma3.block_count", 13);
+          w.set_f32("gemma3.rope.freq_base", 1e6f);
+          w.set_u32("gemma3.attention.sliding_window", 512);
+          edit(w);
+        },
+        "gemma3")));
+  };
+  const HParams hp = gemma([](gguf::Writer&) {});
+  EXPECT_EQ(hp.rope.type, RopeType::Neox);
+  EXPECT_EQ(hp.sliding_window, 512);
+  std::string global;
+  for (int l = 0; l < hp.n_layer; ++l)
+    if (!hp.slides(l)) global += std::to_string(l) + " ";
+  EXPECT_EQ(global, "5 11 ");
+  EXPECT_FLOAT_EQ(hp.rope_of(0).theta, 10000.0f);
+  EXPECT_FLOAT_EQ(hp.rope_of(5).theta, 1e6f);
+  EXPECT_EQ(hp.rope_of(0).type, RopeType::Neox);
+  EXPECT_FLOAT_EQ(hp.embed_scale, std::sqrt(64.0f));
+  EXPECT_EQ(hp.q_scale, 1.0f);
+  EXPECT_EQ(hp.logit_softcap, 0.0f);
+  EXPECT_EQ(hp.ffn_act, FfnActivation::GeluTanh);
+  EXPECT_TRUE(hp.qk_norm && hp.post_norms);
+
+  const HParams p3 = gemma([](gguf::Writer& w) {
+    w.set_u32("gemma3.attention.sliding_window_pattern", 3);
+    w.set_f32("gemma3.rope.freq_base_swa", 20000.0f);
+    w.set_f32("gemma3.final_logit_softcapping", 30.0f);
+  });
+  global.clear();
+  for (int l = 0; l < p3.n_layer; ++l)
+    if (!p3.slides(l)) global += std::to_string(l) + " ";
+  EXPECT_EQ(global, "2 5 8 11 ");
+  EXPECT_FLOAT_EQ(p3.rope_of(0).theta, 20000.0f);
+  EXPECT_FLOAT_EQ(p3.logit_softcap, 30.0f);
+
+  EXPECT_TRUE(gemma([](gguf::Writer& w) { w.set_u32("gemma3.attention.sliding_window", 0); }).layer_slides.empty());
+  // llama-family files never slide
+  EXPECT_TRUE(read_hparams(gguf::File::open(write_header(dir, [](gguf::Writer&) {}))).layer_slides.empty());
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Chat formats: choice from metadata, the Llama 3 / Llama 2 / ChatML layouts, exactly one BOS.
+// Chat formats: choice from metadata, the Llama 3 / Llama 2 / ChatML / Gemma layouts, exactly one BOS.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -199,6 +199,59 @@ TEST(TokenizerChat, RealChatMLTemplates) {
         << file;
   }
   if (found == 0) GTEST_SKIP() << "no SmolLM2 / Qwen2.5 model in " << (test::peer_cache() / "models");
+}
+
+// llama.cpp's tests/test-chat-template.cpp conversation and its expected output for
+// google/gemma-7b-it (LLM_CHAT_TEMPLATE_GEMMA): the system prompt opens the first user turn.
+const std::vector<ChatMessage> kLlamaCppChat = {
+    {"system", "You are a helpful assistant"}, {"user", "Hello"},        {"assistant", "Hi there"},
+    {"user", "Who are you"},                   {"assistant", "   I am an assistant   "}, {"user", "Another question"}};
+const char* const kLlamaCppGemma =
+    "<start_of_turn>user\nYou are a helpful assistant\n\nHello<end_of_turn>\n<start_of_turn>model\nHi there"
+    "<end_of_turn>\n<start_of_turn>user\nWho are you<end_of_turn>\n<start_of_turn>model\nI am an assistant"
+    "<end_of_turn>\n<start_of_turn>user\nAnother question<end_of_turn>\n<start_of_turn>model\n";
+
+VocabSpec gemma_vocab(const std::string& tmpl) {
+  VocabSpec s;
+  s.add("<pad>", 0, kControl);
+  s.eos = s.add("<eos>", 0, kControl);
+  s.bos = s.add("<bos>", 0, kControl);
+  s.unk = s.add("<unk>", 0, kUnknown);
+  s.add("<start_of_turn>", 0, kControl);
+  s.add("<end_of_turn>", 0, kControl);
+  for (int b = 0; b < 256; ++b) s.add(hex_byte_token(b), 0, kByte);
+  s.add_bos = 1;
+  s.chat_template = tmpl;
+  return s;
+}
+
+TEST(TokenizerChat, GemmaFormat) {
+  // By the template's <start_of_turn>, and by the vocabulary when the file has no template (as
+  // the Gemma 3 270M GGUF).
+  for (const std::string tmpl : {"{{ bos_token }}{{ '<start_of_turn>' + role }}", ""}) {
+    const Loaded l = load(gemma_vocab(tmpl));
+    const std::string got = apply_chat_template(*l.file, *l.tok, kLlamaCppChat);
+    EXPECT_EQ(got, kLlamaCppGemma) << "template '" << tmpl << "'";
+    const auto ids = l.tok->encode(got, true, true);
+    ASSERT_FALSE(ids.empty());
+    EXPECT_EQ(ids[0], l.tok->bos());
+    EXPECT_EQ(std::count(ids.begin(), ids.end(), l.tok->bos()), 1) << "exactly one BOS";
+    const int32_t end = l.tok->find_token("<end_of_turn>");
+    EXPECT_TRUE(l.tok->is_eog(end)) << "generation ends at <end_of_turn>";
+    EXPECT_FALSE(l.tok->is_eog(l.tok->find_token("<start_of_turn>")));
+    std::string no_prefix = kLlamaCppGemma;
+    no_prefix.resize(no_prefix.size() - std::string("<start_of_turn>model\n").size());
+    EXPECT_EQ(apply_chat_template(*l.file, *l.tok, kLlamaCppChat, false), no_prefix);
+  }
+}
+
+// The real Gemma 3 270M file (no template in it): its vocabulary picks the Gemma format.
+TEST(TokenizerChat, RealGemma3) {
+  const std::string path = (test::peer_cache() / "models" / "gemma-3-270m-q4_k_m.gguf").string();
+  if (!std::filesystem::exists(path)) GTEST_SKIP() << "missing " << path << " (scripts/fetch_models.sh gemma3)";
+  const gguf::File f = gguf::File::open(path);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  EXPECT_EQ(apply_chat_template(f, tok, kLlamaCppChat), kLlamaCppGemma);
 }
 
 }  // namespace

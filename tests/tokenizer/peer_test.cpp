@@ -1,8 +1,10 @@
 // llama.cpp's own tokenizer, run at test time through tools/peer's llama-dump, against ours on
 // real model files that ship no test vectors: SmolLM2-135M-Instruct (pre-tokenizer 'smollm')
-// and, when present, Qwen2.5-Coder-0.5B-Instruct ('qwen2'). Every expected id comes from
-// llama.cpp; our tokenizer is built from the file's metadata alone (no weights are loaded).
-// Inputs: the strings of llama.cpp's ggml-vocab-{llama-bpe,qwen2}.gguf.inp plus our own below.
+// and, when present, Qwen2.5-Coder-0.5B-Instruct ('qwen2') and Gemma 3 270M (SentencePiece,
+// no space prefix, byte fallback, newline and space runs as user-defined tokens). Every expected
+// id comes from llama.cpp; our tokenizer is built from the file's metadata alone (no weights are
+// loaded). Inputs: the strings of llama.cpp's ggml-vocab-{llama-bpe,qwen2}.gguf.inp (BPE) or
+// ggml-vocab-llama-spm.gguf.inp (SPM) plus our own below.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -44,6 +46,10 @@ const char* const kExtra[] = {
 };
 
 // Texts with special-token markup, each tokenized on its own with and without parse_special.
+const char* const kGemmaSpecial[] = {
+    "<start_of_turn>user\nYou are helpful.\n\nHi <end_of_turn>\n<start_of_turn>model\n",
+    "<bos>x<eos></s> <pad><mask>[multimodal]<unused0>  \n\n\n\t<start_of_image>",
+};
 const char* const kSpecial[] = {
     "<|im_start|>system\nYou are helpful.<|im_end|>\n<|im_start|>user\nHi <|im_end|>\n<|im_start|>assistant\n",
     "<|endoftext|>x</s> <tool_call>{\"a\": 1}</tool_call><reponame>r<|repo_name|>q"
@@ -115,13 +121,25 @@ std::set<int32_t> peer_eog(const std::string& log) {
   return ids;
 }
 
-void check_against_llama_cpp(const std::string& file, const char* pre, bool required) {
+// One model file's case: its tokenizer model and pre-tokenizer, the llama.cpp vector inputs to
+// reuse, a control token to separate batched inputs with, and its special-markup texts.
+struct PeerCase {
+  const char* file;
+  const char* model;  // tokenizer.ggml.model
+  const char* pre;
+  std::vector<const char*> vectors;  // ggml-vocab-NAME.gguf.inp
+  const char* sep;
+  std::vector<const char*> special;
+  bool required;
+};
+
+void check_against_llama_cpp(const PeerCase& c) {
   const std::string exe = (test::peer_cache() / "bin" / "llama-dump").string();
-  const std::string model = (test::peer_cache() / "models" / file).string();
+  const std::string model = (test::peer_cache() / "models" / c.file).string();
   MP_NEED_FILE(exe, true, "scripts/build_peer.sh builds it");
-  MP_NEED_FILE(model, required, "scripts/fetch_models.sh fetches it");
+  MP_NEED_FILE(model, c.required, "scripts/fetch_models.sh fetches it");
   std::set<std::string> unique;
-  for (const char* name : {"llama-bpe", "qwen2"}) {
+  for (const char* name : c.vectors) {
     const std::string inp = vocab_path(name) + ".inp";
     MP_NEED_FILE(inp, true, "scripts/setup.sh fetches it");
     for (const std::string& s : read_inputs(inp)) unique.insert(s);
@@ -132,12 +150,12 @@ void check_against_llama_cpp(const std::string& file, const char* pre, bool requ
 
   const gguf::File f = gguf::File::open(model);
   const Tokenizer tok = Tokenizer::from_gguf(f);
-  ASSERT_EQ(tok.model(), "gpt2");
-  ASSERT_EQ(tok.pre(), pre);
+  ASSERT_EQ(tok.model(), c.model);
+  ASSERT_EQ(tok.pre(), c.pre);
   const Peer peer{exe, model, {}};
 
   // Plain text, as llama.cpp's vector tests do (add_special=false, parse_special=false).
-  const auto want = peer.tokenize_many("<|im_end|>", inputs);
+  const auto want = peer.tokenize_many(c.sep, inputs);
   ASSERT_TRUE(want.has_value());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::vector<int32_t> got = tok.encode(inputs[i], false, false);
@@ -148,7 +166,7 @@ void check_against_llama_cpp(const std::string& file, const char* pre, bool requ
   }
 
   // Special-token markup, with and without parse_special.
-  for (const char* s : kSpecial) {
+  for (const char* s : c.special) {
     for (bool parse : {false, true}) {
       const auto ids = peer.tokenize(s, false, parse);
       ASSERT_TRUE(ids.has_value());
@@ -156,7 +174,7 @@ void check_against_llama_cpp(const std::string& file, const char* pre, bool requ
     }
   }
 
-  // The chat prompt as the engine encodes it: BOS only if the model asks for one (neither does).
+  // The chat prompt as the engine encodes it: BOS only if the model asks for one (Gemma does).
   const std::string prompt = apply_chat_template(f, tok, {{"user", "Write a haiku about 42 cats."}});
   std::string log;
   const auto ids = peer.tokenize(prompt, true, true, /*verbose=*/true, &log);
@@ -175,14 +193,58 @@ void check_against_llama_cpp(const std::string& file, const char* pre, bool requ
   testing::Test::RecordProperty("vector_inputs", static_cast<int>(n_vectors));
 }
 
+const std::vector<const char*> kBpeVectors = {"llama-bpe", "qwen2"};
+const std::vector<const char*> kChatMlSpecial(std::begin(kSpecial), std::end(kSpecial));
+
 TEST(TokenizerPeer, SmolLM2MatchesLlamaCpp) {
-  check_against_llama_cpp("SmolLM2-135M-Instruct.Q4_1.gguf", "smollm", /*required=*/true);
+  check_against_llama_cpp({"SmolLM2-135M-Instruct.Q4_1.gguf", "gpt2", "smollm", kBpeVectors, "<|im_end|>",
+                           kChatMlSpecial, /*required=*/true});
 }
 
 // Optional: the Qwen2 regexes are already covered by llama.cpp's vectors (conformance_test.cpp);
 // this adds the real model's added tokens (<tool_call>, FIM, unused padding) and EOG set.
 TEST(TokenizerPeer, Qwen25CoderMatchesLlamaCpp) {
-  check_against_llama_cpp("qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf", "qwen2", /*required=*/false);
+  check_against_llama_cpp({"qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf", "gpt2", "qwen2", kBpeVectors, "<|im_end|>",
+                           kChatMlSpecial, /*required=*/false});
+}
+
+// Optional (scripts/setup.sh fetches only SmolLM2): Gemma 3's SentencePiece vocabulary on
+// llama.cpp's SPM vectors and the BPE ones (more scripts, digits, whitespace), its turn markers,
+// its Gemma chat prompt with BOS, and its EOG set (<eos>, <end_of_turn> and the '</s>' llama.cpp
+// turns into a control token).
+TEST(TokenizerPeer, Gemma3MatchesLlamaCpp) {
+  check_against_llama_cpp({"gemma-3-270m-q4_k_m.gguf", "llama", "default", {"llama-spm", "llama-bpe", "qwen2"},
+                           "<end_of_turn>", {std::begin(kGemmaSpecial), std::end(kGemmaSpecial)},
+                           /*required=*/false});
+}
+
+// A whole book (Persuasion, the last of $CACHE/corpora/austen.txt, ~467 kB, ~111k tokens; about
+// a second in llama.cpp) with add_special as llama-perplexity tokenizes it.
+TEST(TokenizerPeer, Gemma3WholeBookMatchesLlamaCpp) {
+  const std::string exe = (test::peer_cache() / "bin" / "llama-dump").string();
+  const std::string model = (test::peer_cache() / "models" / "gemma-3-270m-q4_k_m.gguf").string();
+  const std::string corpus = (test::peer_cache() / "corpora" / "austen.txt").string();
+  MP_NEED_FILE(exe, true, "scripts/build_peer.sh builds it");
+  MP_NEED_FILE(model, false, "scripts/fetch_models.sh gemma3 fetches it");
+  MP_NEED_FILE(corpus, false, "scripts/fetch_corpora.sh fetches it");
+  const std::string all = read_all(corpus);
+  const size_t start = all.find("\nPersuasion\n");
+  ASSERT_NE(start, std::string::npos) << "no Persuasion in " << corpus;
+  const std::string book = all.substr(start + 1);
+  ASSERT_GT(book.size(), 400000u);
+  const Peer peer{exe, model, {}};
+  const auto want = peer.tokenize(book, /*add_special=*/true, /*parse_special=*/false);
+  ASSERT_TRUE(want.has_value());
+  const gguf::File f = gguf::File::open(model);
+  const Tokenizer tok = Tokenizer::from_gguf(f);
+  const std::vector<int32_t> got = tok.encode(book, true, false);
+  ASSERT_GT(want->size(), 100000u);
+  const auto diff = std::mismatch(got.begin(), got.end(), want->begin(), want->end());
+  EXPECT_TRUE(diff.first == got.end() && diff.second == want->end())
+      << "first difference at token " << (diff.first - got.begin()) << " of " << got.size() << " (llama.cpp "
+      << want->size() << ")";
+  EXPECT_EQ(tok.decode(got), book);
+  testing::Test::RecordProperty("tokens", static_cast<int>(want->size()));
 }
 
 #undef MP_NEED_FILE

@@ -33,14 +33,28 @@ int cmd_info(int argc, char** argv) {
   std::printf("embedding:     %d\n", hp.n_embd);
   std::printf("heads:         %d query, %d key/value (GQA group %d), head dim %d%s\n", hp.n_head, hp.n_kv_head,
               hp.n_head / hp.n_kv_head, hp.head_dim, m->layers[0].bq.empty() ? "" : ", Q/K/V bias");
-  std::printf("feed-forward:  %d\n", hp.n_ff);
+  std::printf("feed-forward:  %d (%s)\n", hp.n_ff, hp.ffn_act == FfnActivation::GeluTanh ? "GeGLU" : "SwiGLU");
+  if (hp.qk_norm || hp.post_norms || hp.embed_scale != 1)
+    std::printf("gemma:         QK-norm, post-attention and post-MLP norms, embedding x %.4g%s\n", hp.embed_scale,
+                hp.q_scale != 1 ? ", query pre-attention scale" : "");
+  if (hp.logit_softcap > 0) std::printf("logits:        soft-capped at %g\n", hp.logit_softcap);
   std::printf("vocabulary:    %d (%s tokenizer%s%s)\n", hp.n_vocab, std::string(m->tokenizer.model()).c_str(),
               m->tokenizer.pre().empty() ? "" : ", pre-tokenizer ", std::string(m->tokenizer.pre()).c_str());
   std::printf("context:       %lld tokens trained\n", (long long)hp.n_ctx_train);
-  std::printf("rope:          %s, theta %.0f%s%s\n",
+  std::printf("rope:          %s, theta %.0f%s%s%s\n",
               hp.rope.type == RopeType::Neox ? "neox (halves)" : "norm (adjacent pairs)", hp.rope.theta,
               hp.rope.linear_factor != 1 ? ", linear scaling" : "",
-              hp.rope.freq_factors.empty() ? "" : ", per-frequency factors (llama3 scaling)");
+              hp.rope.freq_factors.empty() ? "" : ", per-frequency factors (llama3 scaling)",
+              hp.sliding_window > 0 ? " (global layers)" : "");
+  if (hp.sliding_window > 0) {
+    std::string global;
+    int n_global = 0;
+    for (int l = 0; l < hp.n_layer; ++l)
+      if (!hp.slides(l)) global += (n_global++ ? "," : "") + std::to_string(l);
+    std::printf("attention:     %d sliding-window layers (window %d, rope theta %.0f), %d global (layers %s); "
+                "attention policies apply to global layers only\n",
+                hp.n_layer - n_global, hp.sliding_window, hp.rope_sliding.theta, n_global, global.c_str());
+  }
   std::printf("rms epsilon:   %g\n", hp.rms_eps);
   std::printf("output:        %s\n", m->tied_output ? "tied to the token embedding" : "separate matrix");
   std::printf("tensor types:\n");
