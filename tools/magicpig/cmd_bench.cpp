@@ -212,7 +212,7 @@ int cmd_bench(int argc, char** argv) {
     for (int64_t depth : o.depth) {
       SequenceOptions so;
       so.n_ctx = depth + max_extra + 1;
-      so.kv_type = mo.kv_type;
+      so.kv_type = kv_type_for(mo, *model);
       so.n_threads = threads;
       so.memory_budget = budget;  // the base, its forks and the batch's sequences share one budget
       const std::vector<int32_t> tokens = token_source(*model, o, depth + max_extra);

@@ -85,7 +85,7 @@ int cmd_eval_attention_error(int argc, char** argv) {
 
   SequenceOptions so;
   so.n_ctx = n_prompt + steps;
-  so.kv_type = mo.kv_type;
+  so.kv_type = kv_type_for(mo, *model);
   so.n_threads = resolved_threads(mo);
   so.memory_budget = std::make_shared<MemoryBudget>();
   const auto t0 = std::chrono::steady_clock::now();

@@ -50,7 +50,7 @@ int cmd_eval_perplexity(int argc, char** argv) {
 
   SequenceOptions so;
   so.n_ctx = T;
-  so.kv_type = mo.kv_type;
+  so.kv_type = kv_type_for(mo, *model);
   so.n_threads = resolved_threads(mo);
   so.memory_budget = std::make_shared<MemoryBudget>();  // the exact prefix and every policy's fork
   const auto t0 = std::chrono::steady_clock::now();

@@ -116,7 +116,7 @@ int cmd_run(int argc, char** argv) {
 
   SequenceOptions so;
   so.n_ctx = mo.n_ctx;
-  so.kv_type = mo.kv_type;
+  so.kv_type = kv_type_for(mo, *model);
   so.n_threads = resolved_threads(mo);
   so.attention = ac;
   so.memory_budget = std::make_shared<MemoryBudget>();

@@ -49,7 +49,7 @@ int cmd_serve(int argc, char** argv) {
   const std::string path = resolve_model_path(mo.model);
   std::unique_ptr<Model> model = Model::load(path);
   so.n_ctx = mo.n_ctx;
-  so.kv_type = mo.kv_type;
+  so.kv_type = kv_type_for(mo, *model);
   so.n_threads = resolved_threads(mo);
   {  // the default policy and context are checked once, with the flags' names
     SequenceOptions check_opts;

@@ -12,6 +12,7 @@
 #include "attention/registry.h"
 #include "common/error.h"
 #include "engine/sequence.h"
+#include "model/model.h"
 
 namespace mp::cli {
 
@@ -25,11 +26,17 @@ void add_model_options(Args& a, ModelOptions& o, bool with_ctx, bool with_thread
   if (!with_ctx) return;
   a.value({"-c", "--ctx-size"}, "N", "context size in tokens (default: the model's training context)",
           [&o](const std::string& v) { o.n_ctx = parse_int("-c", v, 1, int64_t(1) << 24); });
-  a.value({"-ctk", "--cache-type"}, "TYPE", "KV cache storage: bf16 (default) or f16", [&o](const std::string& v) {
+  a.value({"-ctk", "--cache-type"}, "TYPE", "KV cache storage: bf16 or f16 (default bf16; f16 for gemma3, as llama.cpp stores it)", [&o](const std::string& v) {
+    o.kv_type_set = true;
     if (v == "bf16") o.kv_type = DType::BF16;
     else if (v == "f16") o.kv_type = DType::F16;
     else throw Error("--cache-type must be bf16 or f16, got '" + v + "'");
   });
+}
+
+DType kv_type_for(const ModelOptions& o, const Model& model) {
+  if (o.kv_type_set) return o.kv_type;
+  return model.hp.arch == "gemma3" ? DType::F16 : DType::BF16;
 }
 
 void check_policy_name(const std::string& name) {

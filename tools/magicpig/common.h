@@ -20,9 +20,14 @@ struct ModelOptions {
   int n_threads = 0;  // 0: all cores
   int64_t n_ctx = 0;  // 0: the model's training context
   DType kv_type = DType::BF16;
+  bool kv_type_set = false;  // -ctk given; otherwise kv_type_for() picks per model
 };
 
 void add_model_options(Args& a, ModelOptions& o, bool with_ctx = true, bool with_threads = true);
+// The KV cache type: -ctk if given, else bf16, except f16 for gemma3. Gemma's keys lose enough
+// in bf16's 8-bit mantissa to flip its first chat token to <end_of_turn> on the main job's
+// prompt, where llama.cpp's default f16 cache (10-bit mantissa) does not (docs/models.md).
+DType kv_type_for(const ModelOptions& o, const Model& model);
 // Throws "--attn: unknown policy ..." unless name is one of attn::policy_names().
 void check_policy_name(const std::string& name);
 // Flags of every registry parameter that has one (attention_flags() in common.cpp), plus
