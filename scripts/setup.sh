@@ -18,6 +18,7 @@ packages=(
   nlohmann-json3-dev libcli11-dev libfmt-dev libpcre2-dev libcpp-httplib-dev
   python3 python3-pip unzip python3-matplotlib  # unzip: fetch_models.sh; matplotlib: eval plots
   python3-venv chromium  # the server tests: the openai client's environment, the web page in a headless browser
+  openmpi-bin libopenmpi-dev  # context-parallel decoding over MPI (docs/scale-out.md)
 )
 training=0
 for arg in "$@"; do

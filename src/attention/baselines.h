@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "attention/partial_softmax.h"
 #include "attention/registry.h"
 
 namespace mp::attn {
@@ -20,6 +21,7 @@ class LayeredPolicy : public SequenceAttention {
   LayeredPolicy(const Config& cfg, const HeadShape& shape, bool all_dense = false);
   void prefill_done(int layer, const KvView& kv, int n_threads) override;
   void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) final;
+  void attend_with_lse(int layer, const KvView& kv, const float* q, float* out, float* lse, int n_threads) final;
   const Cost& cost() const override { return cost_; }
   bool is_dense(int layer) const { return dense_[layer] != 0; }
 
@@ -31,11 +33,16 @@ class LayeredPolicy : public SequenceAttention {
   // Extra checks of an attend() call on any layer, dense ones included (after check_layer).
   virtual void check_attend(int layer, const KvView& kv) const {}
   void check_layer(int layer, const KvView& kv) const;
+  // Where a policy finishes query head hq: records its normaliser while attend_with_lse runs.
+  void report_lse(int hq, const PartialSoftmax& st) const {
+    if (lse_) lse_[hq] = st.lse();
+  }
 
   Config cfg_;
   HeadShape shape_;
   std::vector<char> dense_;  // per layer
   Cost cost_;
+  float* lse_ = nullptr;  // [n_head] during attend_with_lse, else null
 };
 
 // Number of prompt keys a budget fraction allows: ceil(budget * n_prompt), at least 1 when

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -89,12 +90,14 @@ void prefill_attention(const KvView& kv, const HeadShape& shape, int64_t pos0, i
   }
 }
 
-void dense_decode(const KvView& kv, const HeadShape& shape, const float* q, float* out, int n_threads) {
+void dense_decode(const KvView& kv, const HeadShape& shape, const float* q, float* out, int n_threads,
+                  float* lse) {
   check_shape(kv, shape);
   const int d = shape.head_dim, G = shape.n_head / shape.n_kv_head;
   const int64_t n = kv.n_tokens;
   if (n <= 0) {
     std::fill(out, out + static_cast<size_t>(shape.n_head) * d, 0.0f);
+    if (lse) std::fill(lse, lse + shape.n_head, -std::numeric_limits<float>::infinity());
     return;
   }
   const int64_t n_chunks = (n + kDecodeChunk - 1) / kDecodeChunk;
@@ -130,6 +133,7 @@ void dense_decode(const KvView& kv, const HeadShape& shape, const float* q, floa
         merge_partial_softmax(total, total_acc, st[idx], acc.data() + idx * d, d);
       }
       finish_partial_softmax(total, total_acc, out + (static_cast<size_t>(h) * G + g) * d, d);
+      if (lse) lse[h * G + g] = total.lse();
     }
 }
 

@@ -15,8 +15,10 @@ namespace mp::attn {
 void prefill_attention(const KvView& kv, const HeadShape& shape, int64_t pos0, int64_t n_q,
                        const float* Q, float* O, int n_threads, int64_t window = 0);
 
-// Exact decode attention of q ([n_head][head_dim]) over positions [0, kv.n_tokens).
-void dense_decode(const KvView& kv, const HeadShape& shape, const float* q, float* out, int n_threads);
+// Exact decode attention of q ([n_head][head_dim]) over positions [0, kv.n_tokens). lse
+// (nullable, [n_head]) receives each head's log-sum-exp of logits (-inf for an empty cache).
+void dense_decode(const KvView& kv, const HeadShape& shape, const float* q, float* out, int n_threads,
+                  float* lse = nullptr);
 
 // Exact decode attention over the last `window` positions only (a sliding-window layer).
 void window_decode(const KvView& kv, const HeadShape& shape, int64_t window, const float* q, float* out,

@@ -143,7 +143,7 @@ void MagicPigAttention::attend_sparse(int layer, const KvView& kv, const float* 
                                       int64_t* keys_read) {
   LayerState& st = layers_[layer];
   if (!st.sampled()) {  // nothing offloaded (short prompt): exact over everything
-    dense_decode(kv, shape_, q, out, n_threads);
+    dense_decode(kv, shape_, q, out, n_threads, lse_);
     std::fill(keys_read, keys_read + shape_.n_head, st.n_prompt);
     return;
   }
@@ -243,6 +243,7 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     float* ae = s.acc_exact.data() + static_cast<size_t>(g) * d;
     merge_partial_softmax(s.st_exact[g], ae, s.st_sampled[g], s.acc_sampled.data() + static_cast<size_t>(g) * d, d);
     finish_partial_softmax(s.st_exact[g], ae, out + static_cast<size_t>(g) * d, d);
+    report_lse(kvh * G + g, s.st_exact[g]);
   }
 }
 

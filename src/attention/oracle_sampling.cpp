@@ -9,6 +9,7 @@
 
 #include "attention/baselines.h"
 #include "attention/block_kernels.h"
+#include "common/error.h"
 #include "common/rng.h"
 
 namespace mp::attn {
@@ -31,6 +32,8 @@ class OracleSamplingPolicy final : public LayeredPolicy {
 
  protected:
   void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads, int64_t* keys_read) override {
+    // Its output is a mean of drawn values, not a softmax with a normaliser to merge by.
+    check(lse_ == nullptr, "oracle-sampling cannot be split over parts of the context (no softmax normaliser)");
     const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head;
     const int64_t n = kv.n_tokens, n_p = kv.n_prompt;
     const int64_t B = std::max<int64_t>(1, budget_keys(cfg_.budget, n_p));

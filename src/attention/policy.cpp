@@ -54,6 +54,11 @@ void Config::validate(const HeadShape& shape) const {
                                            std::to_string(shape.n_layer) + ")");
 }
 
+void SequenceAttention::attend_with_lse(int, const KvView&, const float*, float*, float*, int) {
+  throw Error("this attention policy does not report its softmax normaliser, so its outputs cannot be merged over "
+              "parts of the context");
+}
+
 std::unique_ptr<SequenceAttention> make_sequence_attention(const Config& cfg, const HeadShape& shape) {
   cfg.validate(shape);
   return policy_desc(cfg.name).make(cfg, shape);
@@ -92,13 +97,24 @@ void LayeredPolicy::attend(int layer, const KvView& kv, const float* q, float* o
                                    " slides; the forward pass attends it over its window, not the policy");
   check_attend(layer, kv);
   if (is_dense(layer)) {
-    dense_decode(kv, shape_, q, out, n_threads);
+    dense_decode(kv, shape_, q, out, n_threads, lse_);
     return;
   }
   std::vector<int64_t> read(shape_.n_head, 0);
   attend_sparse(layer, kv, q, out, n_threads, read.data());
   cost_.keys_total += static_cast<double>(kv.n_prompt) * shape_.n_head;
   cost_.keys_read += static_cast<double>(std::accumulate(read.begin(), read.end(), int64_t{0}));
+}
+
+void LayeredPolicy::attend_with_lse(int layer, const KvView& kv, const float* q, float* out, float* lse,
+                                    int n_threads) {
+  check(lse != nullptr, cfg_.name + ": attend_with_lse needs an lse array");
+  struct Reset {
+    float*& p;
+    ~Reset() { p = nullptr; }
+  } reset{lse_};
+  lse_ = lse;
+  attend(layer, kv, q, out, n_threads);
 }
 
 int64_t budget_keys(double budget, int64_t n_prompt) {

@@ -66,6 +66,12 @@ class SequenceAttention {
   // One decode step of one layer. q: [n_head][head_dim] after RoPE. kv already holds the new
   // token at position kv.n_tokens - 1. Writes out: [n_head][head_dim].
   virtual void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) = 0;
+  // attend() that also writes lse[n_head]: the natural log of each head's softmax normaliser over
+  // the keys it used (importance weights included; -inf when it used none). Outputs over
+  // disjoint parts of a context then merge exactly by log-sum-exp (context parallelism,
+  // src/parallel). The default throws mp::Error: a policy whose output is not a softmax over its
+  // keys (oracle-sampling) has no normaliser to report.
+  virtual void attend_with_lse(int layer, const KvView& kv, const float* q, float* out, float* lse, int n_threads);
   // Deep copy (used when a sequence is forked).
   virtual std::unique_ptr<SequenceAttention> clone() const = 0;
   virtual const Cost& cost() const = 0;

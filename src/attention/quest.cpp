@@ -132,6 +132,7 @@ class QuestPolicy final : public LayeredPolicy {
           }
           attend_rows(kv, h, qg, 1, scale, ps.n_paged, kv.n_tokens, nullptr, &st, acc.data(), scratch, isa);
           finish_partial_softmax(st, acc.data(), out + static_cast<size_t>(hq) * d, d);
+          report_lse(hq, st);
           keys_read[hq] = tokens + (kv.n_prompt - ps.n_paged);
         }
       }

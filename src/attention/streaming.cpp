@@ -40,6 +40,7 @@ class StreamingPolicy final : public LayeredPolicy {
         attend_rows(kv, h, qh, G, scale, local_begin, kv.n_tokens, nullptr, st.data(), acc.data(), scratch, isa);
         for (int g = 0; g < G; ++g) {
           finish_partial_softmax(st[g], acc.data() + static_cast<size_t>(g) * d, out + (static_cast<size_t>(h) * G + g) * d, d);
+          report_lse(h * G + g, st[g]);
           keys_read[h * G + g] = sink_end + (n_p - local_begin);
         }
       }

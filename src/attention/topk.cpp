@@ -67,6 +67,7 @@ class TopkPolicy final : public LayeredPolicy {
           }
           attend_rows(kv, h, qg, 1, scale, n_p, kv.n_tokens, nullptr, &st, acc.data(), scratch, isa);
           finish_partial_softmax(st, acc.data(), out + static_cast<size_t>(hq) * d, d);
+          report_lse(hq, st);
           keys_read[hq] = keep;
         }
       }

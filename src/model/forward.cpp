@@ -46,6 +46,7 @@ namespace {
 
 using detail::LayerScratch;
 using Scratch = LayerScratch;
+using detail::output_logits;
 
 // run_layer over the consecutive positions [pos0, pos0+n) of one cache; attend gets layer l's
 // view that already holds the new positions.
@@ -60,14 +61,6 @@ void run_layer(const Model& m, const Backend& be, KvCache& cache, int l, int64_t
         view.n_tokens = pos0 + n;  // this layer already holds the new positions
         attend(view);
       });
-}
-
-void output_logits(const Model& m, const Backend& be, Scratch& s, int64_t first, int64_t n, float* logits) {
-  const int e = m.hp.n_embd;
-  for (int64_t i = 0; i < n; ++i)
-    rms_norm(&s.x[(first + i) * e], m.output_norm.data(), &s.xn[i * e], e, m.hp.rms_eps);
-  be.linear(m.output, s.xn.data(), n, logits);
-  detail::softcap_logits(m.hp, logits, n);
 }
 
 }  // namespace

@@ -96,17 +96,15 @@ inline void attend_decode(const Model& m, int l, const KvView& view, attn::Seque
   else policy.attend(l, view, q, out, n_threads);
 }
 
-// Everything of layer l except the attention itself: row i sits at position pos_of(i), its
-// K/V go to write_kv(i, k, v), and attend() fills s.att from s.q. The row-wise steps (norms,
-// Q/K/V biases, RoPE, residuals, SwiGLU / GeGLU) run on n_threads threads; each row's
-// arithmetic does not depend on the split.
-template <class PosOf, class WriteKv, class Attend>
-void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch& s, int n_threads, PosOf&& pos_of,
-               WriteKv&& write_kv, Attend&& attend) {
+// Layer l up to its attention: from s.x, s.q gets the queries (RoPE'd) and write_kv(i, k, v)
+// the keys and values of row i, which sits at position pos_of(i). The row-wise steps run on
+// n_threads threads; each row's arithmetic does not depend on the split.
+template <class PosOf, class WriteKv>
+void layer_before_attention(const Model& m, const Backend& be, int l, int64_t n, LayerScratch& s, int n_threads,
+                            PosOf&& pos_of, WriteKv&& write_kv) {
   const HParams& hp = m.hp;
   const LayerWeights& w = m.layers[l];
   const int e = hp.n_embd, qd = hp.n_head * hp.head_dim, kd = hp.n_kv_head * hp.head_dim;
-  const int64_t ff = hp.n_ff;
   for_rows(n, n_threads,
            [&](int64_t i) { rms_norm(&s.x[i * e], w.attn_norm.data(), &s.xn[i * e], e, hp.rms_eps); });
   {
@@ -128,7 +126,15 @@ void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch
       for (int c = 0; c < qd; ++c) s.q[i * qd + c] *= hp.q_scale;
     write_kv(i, &s.k[i * kd], &s.v[i * kd]);
   });
-  attend();
+}
+
+// Layer l from its attention output s.att on: output projection, residual, MLP, residual into s.x.
+inline void layer_after_attention(const Model& m, const Backend& be, int l, int64_t n, LayerScratch& s,
+                                  int n_threads) {
+  const HParams& hp = m.hp;
+  const LayerWeights& w = m.layers[l];
+  const int e = hp.n_embd;
+  const int64_t ff = hp.n_ff;
   be.linear(w.wo, s.att.data(), n, s.proj.data());
   for_rows(n, n_threads, [&](int64_t i) {
     if (hp.post_norms) rms_norm(&s.proj[i * e], w.post_attn_norm.data(), &s.proj[i * e], e, hp.rms_eps);
@@ -152,6 +158,27 @@ void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch
     if (hp.post_norms) rms_norm(&s.proj[i * e], w.post_ffn_norm.data(), &s.proj[i * e], e, hp.rms_eps);
     for (int c = 0; c < e; ++c) s.x[i * e + c] += s.proj[i * e + c];
   });
+}
+
+// All of layer l: attend() fills s.att from s.q between the two halves. (The halves are
+// separate so that context-parallel prefill, src/parallel, can run the first half of a layer
+// over a whole shard, exchange K/V, then the second half.)
+template <class PosOf, class WriteKv, class Attend>
+void run_layer(const Model& m, const Backend& be, int l, int64_t n, LayerScratch& s, int n_threads, PosOf&& pos_of,
+               WriteKv&& write_kv, Attend&& attend) {
+  layer_before_attention(m, be, l, n, s, n_threads, pos_of, write_kv);
+  attend();
+  layer_after_attention(m, be, l, n, s, n_threads);
+}
+
+// Final norm and output projection of rows [first, first + n) of s.x into logits [n][n_vocab].
+inline void output_logits(const Model& m, const Backend& be, LayerScratch& s, int64_t first, int64_t n,
+                          float* logits) {
+  const int e = m.hp.n_embd;
+  for (int64_t i = 0; i < n; ++i)
+    rms_norm(&s.x[(first + i) * e], m.output_norm.data(), &s.xn[i * e], e, m.hp.rms_eps);
+  be.linear(m.output, s.xn.data(), n, logits);
+  softcap_logits(m.hp, logits, n);
 }
 
 }  // namespace mp::detail

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "run_parallel.h"
 #include "common/error.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
@@ -87,6 +88,8 @@ int cmd_run(int argc, char** argv) {
           [&](const std::string& v) { prompt_cache = v; });
   a.flag({"--prompt-cache-ro"}, "use --prompt-cache without updating the file", prompt_cache_ro);
   add_attention_options(a, ac);
+  ParallelRunOptions par;
+  add_parallel_run_options(a, par);
   if (!a.parse(argc, argv, 2)) return 0;
 
   check(prompt.empty() || prompt_file.empty(), "give either -p or -f, not both");
@@ -119,7 +122,11 @@ int cmd_run(int argc, char** argv) {
   so.kv_type = kv_type_for(mo, *model);
   so.n_threads = resolved_threads(mo);
   so.attention = ac;
-  so.memory_budget = std::make_shared<MemoryBudget>();
+  so.memory_budget = std::make_shared<MemoryBudget>(par.mem_limit);
+  if (par.context_parallel) {
+    check(prompt_cache.empty(), "--prompt-cache does not work with --context-parallel");
+    return run_context_parallel(*model, path, so, par, ids, sp, n_predict, ignore_eos);
+  }
   std::unique_ptr<Sequence> seq = std::make_unique<Sequence>(*model, so);
   check(int64_t(ids.size()) < seq->n_ctx(), "prompt is too long: " + std::to_string(ids.size()) +
                                                " tokens do not fit the context of " + std::to_string(seq->n_ctx()) +
