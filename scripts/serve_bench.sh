@@ -5,7 +5,7 @@
 # each; then the arrival test (longest gap of a running stream while a 4k prompt arrives).
 #   scripts/serve_bench.sh [MODEL] [DURATION]     (default: SmolLM2 from the cache, 60 s)
 # llama-server is built from the same llama.cpp source by scripts/build_peer.sh --server; without
-# it only magicpig's rows are printed.
+# it only magicpig's rows are printed. SERVE_BENCH_ONLY=llama runs only llama-server's rows.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${MAGICPIG_CACHE:-$HOME/.cache/magicpig}"
@@ -23,7 +23,7 @@ wait_up() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/health" >/d
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 echo "# serve_bench $(date -u +%F) $(nproc) cores, model $(basename "$MODEL"), $THREADS threads, -np $NP"
-for attn in dense magicpig; do
+[ "${SERVE_BENCH_ONLY:-}" = llama ] || for attn in dense magicpig; do
   build/bin/magicpig serve -m "$MODEL" --port $PORT -t $THREADS -np $NP -c $CTX --attn $attn 2>/tmp/serve_bench_mp.log &
   pid=$!
   wait_up || { cat /tmp/serve_bench_mp.log; exit 1; }
@@ -32,18 +32,21 @@ for attn in dense magicpig; do
   stop $pid
 done
 # The same engine without chunked prefill: the whole arriving prompt in one piece.
+[ "${SERVE_BENCH_ONLY:-}" = llama ] || {
 build/bin/magicpig serve -m "$MODEL" --port $PORT -t $THREADS -np $NP -c $CTX --prefill-chunk 100000 2>/tmp/serve_bench_mp.log &
 pid=$!
 wait_up
 $BENCH --port $PORT -f "$TEXT" --prompt-chars $CHARS --arrival --label "magicpig serve, prefill unchunked"
 stop $pid
+}
 
 if [ -x "$LLAMA_SERVER" ]; then
+  PORT=$((PORT + 1))  # llama-server does not reuse a port that just closed
   for fa in off on; do
     LD_LIBRARY_PATH="$(dirname "$LLAMA_SERVER")" "$LLAMA_SERVER" -m "$MODEL" --port $PORT -t $THREADS -tb $THREADS \
       -np $NP -c $((CTX * NP)) -fa $fa --no-warmup >/tmp/serve_bench_llama.log 2>&1 &
     pid=$!
-    wait_up || { tail -20 /tmp/serve_bench_llama.log; exit 1; }
+    wait_up || { tail -20 /tmp/serve_bench_llama.log; kill $pid 2>/dev/null; exit 1; }
     $BENCH --port $PORT -f "$TEXT" --prompt-chars $CHARS -n 32 --clients 1,4,8 --duration "$DURATION" --label "llama-server -fa $fa"
     $BENCH --port $PORT -f "$TEXT" --prompt-chars $CHARS --arrival --label "llama-server -fa $fa"
     stop $pid
