@@ -1,22 +1,35 @@
 #!/usr/bin/env bash
-# Builds the GGUF fuzzer (clang, libFuzzer + ASan + UBSan) and runs it for N seconds.
-# Usage: fuzz/run.sh [SECONDS=60] [extra libFuzzer flags, e.g. -jobs=2 -workers=2]
-# Env: MAGICPIG_FUZZ_BUILD (build dir, default build-fuzz), CXX (default clang++).
+# Builds the fuzzers (clang, libFuzzer + ASan + UBSan) and runs one for N seconds.
+# Usage: fuzz/run.sh [gguf|tokenizer] [SECONDS=60] [extra libFuzzer flags, e.g. -runs=5000 -jobs=2]
+# The target defaults to gguf. Env: MAGICPIG_FUZZ_BUILD (build dir, default build-fuzz), CXX
+# (default clang++), MAGICPIG_FUZZ_VOCABS (tokenizer only: which vocabularies, see README.md).
 # Exit status is non-zero if the fuzzer found a crash; the reproducer is left in the build dir
-# (crash-*); replay it with: build-fuzz/fuzz_gguf crash-FILE
+# (crash-*); replay it with: build-fuzz/fuzz_TARGET crash-FILE
 set -euo pipefail
 cd "$(dirname "$0")/.."
+root=$PWD
+target=gguf
+case "${1:-}" in gguf|tokenizer) target=$1; shift ;; esac
 secs=${1:-60}
 shift || true
 build=${MAGICPIG_FUZZ_BUILD:-build-fuzz}
 
 cmake -S fuzz -B "$build" -G Ninja -DCMAKE_CXX_COMPILER="${CXX:-clang++}" >/dev/null
-cmake --build "$build" -j2
+cmake --build "$build" -j2 --target "fuzz_$target" make_seeds
 
-corpus="$build/corpus"
-mkdir -p "$corpus"
-"$build/make_seeds" "$corpus"
+if [ "$target" = gguf ]; then
+  corpus="$build/corpus"
+  mkdir -p "$corpus"
+  "$build/make_seeds" "$corpus"
+  flags=(-dict="$root/fuzz/gguf.dict" -max_len=4096)
+else
+  corpus="$build/corpus-tokenizer"
+  mkdir -p "$corpus"
+  "$build/make_seeds" --tokenizer "$corpus"
+  flags=(-dict="$root/fuzz/tokenizer.dict" -max_len=512)
+fi
 
-cd "$build"
-exec ./fuzz_gguf corpus -dict=../fuzz/gguf.dict -max_total_time="$secs" -max_len=4096 \
+corpus=$(cd "$corpus" && pwd)
+cd "$build"  # crash-* reproducers land here
+exec "./fuzz_$target" "$corpus" "${flags[@]}" -max_total_time="$secs" \
   -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 "$@"

@@ -17,8 +17,14 @@ if [ "${MAGICPIG_SKIP_SANITIZE:-0}" != "1" ]; then
   cmake --build build-asan -j"$jobs" --target test_gguf test_tokenizer test_common
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L "gguf|tokenizer|common"
 fi
-# A short libFuzzer run over the GGUF parser (longer runs: fuzz/run.sh SECONDS).
+# A short libFuzzer run over the GGUF parser (longer runs: fuzz/run.sh SECONDS), then a few
+# thousand inputs over the tokenizers, one vocabulary of each kind that setup.sh fetches (in CI
+# all must be there; elsewhere a missing one is skipped).
 if [ "${MAGICPIG_SKIP_FUZZ:-0}" != "1" ]; then
   fuzz/run.sh "${MAGICPIG_FUZZ_SECONDS:-30}"
+  opt="?"
+  [ "${MAGICPIG_REQUIRE_PEER:-0}" = "1" ] && opt=""
+  MAGICPIG_FUZZ_VOCABS="spm,smollm$opt,qwen2-vocab$opt,llama-bpe$opt,gpt2-default$opt,llama-spm$opt" \
+    fuzz/run.sh tokenizer 60 -runs="${MAGICPIG_FUZZ_TOKENIZER_RUNS:-6000}"
 fi
 echo "test: all passed"

@@ -2,10 +2,13 @@
 // non-zero exit, never a crash; good input produces text and the timing summary.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
+#include "gguf/gguf.h"
 #include "model/random_model.h"
 #include "testutil/testutil.h"
 
@@ -153,6 +156,57 @@ TEST_F(Cli, BadMagic) {
 TEST_F(Cli, EmptyFile) {
   const std::string p = corrupt_copy("empty.gguf", [](std::vector<char>& d) { d.clear(); });
   expect_error("info -m " + p, "empty.gguf");
+}
+
+// A header of a real model's kind (hyper-parameters, tokenizer) with one tensor of ggml type id
+// `type`, n elements in nbytes as ggml sizes them. The Writer only writes types it knows, so the
+// tensor goes in as F16 of the same size and its type and dimension are patched afterwards.
+std::vector<uint8_t> model_header(const std::string& arch, uint32_t type, int64_t n, size_t nbytes) {
+  gguf::Writer w;
+  w.set_string("general.architecture", arch);
+  for (const char* k : {"block_count", "context_length", "embedding_length", "feed_forward_length",
+                        "attention.head_count", "attention.head_count_kv", "attention.key_length",
+                        "attention.sliding_window"})
+    w.set_u32(arch + "." + k, 32);
+  w.set_f32(arch + ".attention.layer_norm_rms_epsilon", 1e-6f);
+  w.set_string("tokenizer.ggml.model", "gpt2");
+  w.set_string("tokenizer.ggml.pre", "qwen2");
+  w.set_array_string("tokenizer.ggml.tokens", {"a", "b", "ab"});
+  w.set_array_string("tokenizer.ggml.merges", {"a b"});
+  const std::vector<uint8_t> data(nbytes, 0x11);
+  w.add_tensor("token_embd.weight", DType::F16, {int64_t(nbytes / 2)}, data.data(), nbytes);
+  std::vector<uint8_t> b = w.to_bytes();
+  const std::string name = "token_embd.weight";
+  const size_t at = size_t(std::search(b.begin(), b.end(), name.begin(), name.end()) - b.begin()) + name.size();
+  std::memcpy(&b[at + 4], &n, 8);  // after n_dims (u32): dims[0] (u64), then the type (u32)
+  std::memcpy(&b[at + 12], &type, 4);
+  return b;
+}
+
+// Header-only files of the real files' kinds: whether the reader takes the tensor type or not,
+// whether the architecture is known or not, `info` ends with exactly one "error:" line naming
+// the file, never a crash or a second message.
+TEST_F(Cli, InfoOnModelHeadersPrintsExactlyOneErrorLine) {
+  struct Case { std::string name, arch; uint32_t type; int64_t n; size_t nbytes; };
+  const std::vector<Case> cases = {
+      {"q4_1", "qwen2", 3, 64, 40},    {"q5_0", "qwen2", 6, 64, 44},    {"q4_k", "qwen2", 12, 256, 144},
+      {"q6_k", "qwen2", 14, 256, 210}, {"q5_1", "qwen2", 7, 64, 48},    {"q5_k", "qwen2", 13, 256, 176},
+      {"q3_k", "qwen2", 11, 256, 110}, {"q2_k", "qwen2", 10, 256, 84},  {"iq4_nl", "qwen2", 20, 64, 36},
+      {"type99", "qwen2", 99, 16, 32}, {"gemma3", "gemma3", 12, 256, 144}, {"arch", "mamba9", 1, 16, 32},
+      {"truncated", "qwen2", 3, 64, 40},
+  };
+  for (const Case& c : cases) {
+    std::vector<uint8_t> b = model_header(c.arch, c.type, c.n, c.nbytes);
+    if (c.name == "truncated") b.resize(b.size() * 2 / 3);
+    const std::string p = dir->file("header_" + c.name + ".gguf");
+    std::ofstream(p, std::ios::binary).write(reinterpret_cast<const char*>(b.data()), std::streamsize(b.size()));
+    const test::CommandResult r = test::run_command(kBin + " info -m " + p);
+    EXPECT_NE(r.exit_code, 0) << c.name;
+    EXPECT_NE(r.exit_code, -1) << "crashed: " << c.name;
+    EXPECT_EQ(r.output.rfind("error: ", 0), 0u) << c.name << ": " << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << c.name << ": " << r.output;
+    EXPECT_NE(r.output.find(p), std::string::npos) << c.name << ": " << r.output;
+  }
 }
 
 }  // namespace
