@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The project's test command (README.md): Release build + every CTest test, then the GGUF
-# parser tests again under ASan/UBSan.
+# parser, tokenizer and server tests again under ASan/UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
@@ -14,8 +14,12 @@ OMP_WAIT_POLICY=passive ctest --test-dir build --output-on-failure -j"$jobs"
 if [ "${MAGICPIG_SKIP_SANITIZE:-0}" != "1" ]; then
   # CUDA off: nvcc takes no sanitizer flags, and these suites have no CUDA code.
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMAGICPIG_SANITIZE=ON -DMAGICPIG_BUILD_BENCH=OFF -DMAGICPIG_CUDA=OFF
-  cmake --build build-asan -j"$jobs" --target test_gguf test_tokenizer test_common
-  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L "gguf|tokenizer|common"
+  cmake --build build-asan -j"$jobs" --target test_gguf test_tokenizer test_common test_server
+  # The server suites too (HTTP parsing, malformed and random requests, disconnects, the openai
+  # client and the browser against the sanitized binary); not the flat-RSS test, whose bound
+  # ASan's quarantine would break.
+  ctest --test-dir build-asan --output-on-failure -j"$jobs" -L "gguf|tokenizer|common|server" \
+    -E "MemoryStaysFlatOverAThousandRequests"
 fi
 # A short libFuzzer run over the GGUF parser (longer runs: fuzz/run.sh SECONDS), then a few
 # thousand inputs over the tokenizers, one vocabulary of each kind that setup.sh fetches (in CI

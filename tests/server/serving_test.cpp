@@ -186,24 +186,43 @@ TEST(Serving, FullQueueAnswers429AndMemoryShortage503) {
     o.n_parallel = 1;
     o.max_queue = 1;
     TestServer srv(o);
-    std::vector<std::future<int>> f;
-    for (int i = 0; i < 4; ++i)
-      f.push_back(std::async(std::launch::async, [&] {
-        auto cli = srv.client();
-        auto res = cli.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 64, "ignore_eos": true})",
-                            "application/json");
-        if (res && res->status == 429) EXPECT_FALSE(res->get_header_value("Retry-After").empty());
-        return res ? res->status : -1;
-      }));
-    int ok = 0, limited = 0;
-    for (auto& x : f) {
-      const int s = x.get();
-      ok += s == 200;
-      limited += s == 429;
+    // One long request holds the only slot; once it streams, one more waits in the queue and
+    // the next two find the queue full.
+    auto cli = srv.client();
+    std::atomic<bool> streaming{false};
+    std::future<int> holder = std::async(std::launch::async, [&] {
+      auto c = srv.client();
+      httplib::Request req;
+      req.method = "POST";
+      req.path = "/v1/completions";
+      req.set_header("Content-Type", "application/json");
+      req.body = R"({"prompt": "Once", "max_tokens": 3000, "ignore_eos": true, "stream": true})";
+      int chunks = 0;
+      req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
+        streaming = true;
+        return ++chunks < 400;  // then hang up: the request is cancelled
+      };
+      auto res = c.send(req);
+      return res ? res->status : -1;
+    });
+    while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    std::future<int> queued = std::async(std::launch::async, [&] {
+      auto c = srv.client();
+      auto res = c.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 2})", "application/json");
+      return res ? res->status : -1;
+    });
+    // The queued request is in the queue once the server reports it.
+    for (int i = 0; i < 2000 && metric(cli.Get("/metrics")->body, "magicpig_queue_depth") < 1; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    for (int i = 0; i < 2; ++i) {
+      auto res = cli.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 2})", "application/json");
+      ASSERT_TRUE(res);
+      EXPECT_EQ(res->status, 429) << res->body;
+      EXPECT_FALSE(res->get_header_value("Retry-After").empty());
+      EXPECT_EQ(json::parse(res->body)["error"]["code"], "queue_full");
     }
-    EXPECT_GE(ok, 1);
-    EXPECT_GE(limited, 1);
-    EXPECT_EQ(ok + limited, 4);
+    holder.get();
+    EXPECT_EQ(queued.get(), 200);
   }
   {
     server::ServerOptions o;
