@@ -16,10 +16,10 @@ if [ "${MAGICPIG_SKIP_SANITIZE:-0}" != "1" ]; then
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DMAGICPIG_SANITIZE=ON -DMAGICPIG_BUILD_BENCH=OFF -DMAGICPIG_CUDA=OFF
   cmake --build build-asan -j"$jobs" --target test_gguf test_tokenizer test_common test_server
   # The server suites too (HTTP parsing, malformed and random requests, disconnects, the openai
-  # client and the browser against the sanitized binary); not the flat-RSS test, whose bound
-  # ASan's quarantine would break.
+  # client and the browser against the sanitized binary); not the load test (timing only) nor the
+  # flat-RSS test, whose bound ASan's quarantine would break.
   ctest --test-dir build-asan --output-on-failure -j"$jobs" -L "gguf|tokenizer|common|server" \
-    -E "MemoryStaysFlatOverAThousandRequests"
+    -E "MemoryStaysFlatOverAThousandRequests|server_load_test"
 fi
 # A short libFuzzer run over the GGUF parser (longer runs: fuzz/run.sh SECONDS), then a few
 # thousand inputs over the tokenizers, one vocabulary of each kind that setup.sh fetches (in CI

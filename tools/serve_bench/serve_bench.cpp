@@ -4,7 +4,7 @@
 // so no prompt is a prefix of another. Reports throughput and the percentiles of time to first
 // token (TTFT) and time per output token (TPOT) over the finished requests.
 //   serve-bench --port 8080 -f book.txt --prompt-chars 16000 -n 32 --clients 1,4,8 --duration 20
-// --arrival: the gap test instead. One stream decodes; after 1 s a second request with the long
+// Exits 1 when any request failed. --arrival: the gap test instead. One stream decodes; after 1 s a second request with the long
 // prompt arrives; reports the longest gap between two tokens of the first stream.
 #include <httplib.h>
 
@@ -115,7 +115,9 @@ double pct(std::vector<double> v, double p) {
   return v[std::min(v.size() - 1, size_t(p / 100.0 * double(v.size())))];
 }
 
-void load_test(const Options& o) {
+// Returns the number of failed requests (0 when every request of every cell succeeded).
+int load_test(const Options& o) {
+  int failures = 0;
   std::printf("| server | clients | requests | failed | prompt tokens | output tok/s | TTFT p50 ms | TTFT p99 ms | "
               "TPOT p50 ms | TPOT p99 ms |\n|---|---|---|---|---|---|---|---|---|---|\n");
   for (int c : o.clients) {
@@ -137,6 +139,7 @@ void load_test(const Options& o) {
       });
     for (auto& t : th) t.join();
     const double wall = ms(Clock::now() - t0) / 1e3;
+    failures += failed + (done.empty() ? 1 : 0);
     std::vector<double> ttft, tpot;
     int64_t tokens = 0, prompt = 0;
     for (const Sample& s : done) {
@@ -150,6 +153,7 @@ void load_test(const Options& o) {
                 pct(tpot, 99));
     std::fflush(stdout);
   }
+  return failures;
 }
 
 void arrival_test(const Options& o) {
@@ -209,7 +213,9 @@ int main(int argc, char** argv) {
   std::ifstream in(file, std::ios::binary);
   if (!in) usage_error("cannot read " + file);
   o.text.assign(std::istreambuf_iterator<char>(in), {});
-  if (o.arrival) arrival_test(o);
-  else load_test(o);
-  return 0;
+  if (o.arrival) {
+    arrival_test(o);
+    return 0;
+  }
+  return load_test(o) == 0 ? 0 : 1;  // a failed request (or a cell with none done) fails the run
 }
