@@ -87,14 +87,14 @@ BpePreTokenizer::BpePreTokenizer(const std::string& name) {
     use({kQwen2});
   } else if (one_of(name, {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"})) {
     use({kSingleDigit, kGpt2});
-  } else if (name == "gpt2") {
+  } else if (one_of(name, {"gpt2", "gpt-2", "phi-2"})) {
     use({kGpt2});
   } else if (name == "default") {
     use({kDefaultPunct, kGpt2, kDefaultDigits, kDefaultTriples});
   } else {
     throw Error("tokenizer: unsupported pre-tokenizer '" + name +
                 "' (tokenizer.ggml.pre); supported: llama-bpe (llama3, llama-v3, falcon3, ...), qwen2, smollm "
-                "(starcoder, refact, ...), gpt2, default");
+                "(starcoder, refact, ...), gpt-2 (gpt2, phi-2), default");
   }
 }
 

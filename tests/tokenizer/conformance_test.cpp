@@ -50,6 +50,7 @@ void run_vectors(const std::string& name, const char* model, const char* pre) {
 TEST(TokenizerConformance, LlamaSpm) { run_vectors("llama-spm", "llama", nullptr); }
 TEST(TokenizerConformance, LlamaBpe) { run_vectors("llama-bpe", "gpt2", "llama-bpe"); }
 TEST(TokenizerConformance, Qwen2) { run_vectors("qwen2", "gpt2", "qwen2"); }
+TEST(TokenizerConformance, Gpt2) { run_vectors("gpt-2", "gpt2", "gpt-2"); }
 // The vocabularies with vectors whose pre-tokenizer llama.cpp runs with the same regexes as
 // 'smollm' (single digits, then GPT-2's regex); SmolLM2 itself is checked in peer_test.cpp.
 TEST(TokenizerConformance, StarCoder) { run_vectors("starcoder", "gpt2", "starcoder"); }
