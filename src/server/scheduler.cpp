@@ -20,13 +20,10 @@ double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono
 // log-softmax of the sampled token and the `top` most likely tokens, from the logits the
 // token was drawn from (the model's distribution, before temperature and truncation).
 TokenLogprob logprobs_of(std::span<const float> logits, int32_t tok, int top) {
-  const float mx = *std::max_element(logits.begin(), logits.end());
-  double sum = 0;
-  for (float x : logits) sum += std::exp(double(x) - mx);
-  const double lse = double(mx) + std::log(sum);
   TokenLogprob lp;
   lp.token = tok;
-  lp.logprob = double(logits[size_t(tok)]) - lse;
+  lp.logprob = log_prob(logits, tok);
+  const double lse = double(logits[size_t(tok)]) - lp.logprob;  // log of the softmax denominator
   if (top > 0) {
     std::vector<int32_t> idx(logits.size());
     for (size_t i = 0; i < idx.size(); ++i) idx[i] = int32_t(i);
