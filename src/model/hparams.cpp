@@ -46,8 +46,10 @@ static void read_gemma3(const gguf::File& f, HParams& hp) {
           f.path() + ": " + pattern_key + " must hold one flag per layer");
     for (int l = 0; l < hp.n_layer; ++l) hp.layer_slides[l] = pattern->ints[l] != 0;
   } else {
+    // Gemma 3's files omit the key: llama.cpp's default of 6 then applies, whatever n_layer is.
     const int64_t n = pattern ? f.get_int(pattern_key) : 6;
-    check(n >= 0 && n <= hp.n_layer + 1, f.path() + ": " + pattern_key + " out of range");
+    check(!pattern || (n >= 0 && n <= hp.n_layer + 1),
+          f.path() + ": " + pattern_key + " = " + std::to_string(n) + " out of range [0, n_layer + 1]");
     // llama.cpp's set_swa_pattern: 0 makes every layer slide, n the last of every n global
     for (int l = 0; l < hp.n_layer; ++l) hp.layer_slides[l] = n == 0 || l % n < n - 1;
   }

@@ -2,6 +2,7 @@
 // refused with a message naming them.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 
@@ -283,6 +284,16 @@ TEST(HParams, Gemma3SlidingLayersAndDefaults) {
   EXPECT_FLOAT_EQ(p3.logit_softcap, 30.0f);
 
   EXPECT_TRUE(gemma([](gguf::Writer& w) { w.set_u32("gemma3.attention.sliding_window", 0); }).layer_slides.empty());
+  // Fewer layers than the default pattern: every layer slides, as in llama.cpp; no error about
+  // a key the file does not have.
+  const HParams short_model = gemma([](gguf::Writer& w) { w.set_u32("gemma3.block_count", 4); });
+  EXPECT_EQ(std::count(short_model.layer_slides.begin(), short_model.layer_slides.end(), 1), 4);
+  try {
+    gemma([](gguf::Writer& w) { w.set_u32("gemma3.attention.sliding_window_pattern", 20); });
+    ADD_FAILURE() << "a pattern beyond n_layer + 1 was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("sliding_window_pattern = 20 out of range"), std::string::npos) << e.what();
+  }
   // llama-family files never slide
   EXPECT_TRUE(read_hparams(gguf::File::open(write_header(dir, [](gguf::Writer&) {}))).layer_slides.empty());
 }
