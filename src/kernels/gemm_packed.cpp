@@ -1,4 +1,4 @@
-// Driver and scalar twins of the packed Q4_0 / Q8_0 prefill GEMM (gemm_packed.h).
+// Driver and scalar twins of the packed Q4_0 / Q5_0 / Q8_0 prefill GEMM (gemm_packed.h).
 #include "kernels/gemm_packed.h"
 
 #include <algorithm>
@@ -28,12 +28,22 @@ uint8_t packed_value(DType t, const uint8_t* row, int64_t b, int v) {
     const auto& blk = reinterpret_cast<const BlockQ4_0*>(row)[b];
     return v < 16 ? blk.qs[v] & 0xF : blk.qs[v - 16] >> 4;
   }
+  if (t == DType::Q5_0) {
+    const auto& blk = reinterpret_cast<const BlockQ5_0*>(row)[b];
+    uint32_t qh;
+    std::memcpy(&qh, blk.qh, 4);
+    const uint8_t low = v < 16 ? blk.qs[v] & 0xF : blk.qs[v - 16] >> 4;
+    return static_cast<uint8_t>(low | ((qh >> v) & 1u) << 4);
+  }
   const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
   return static_cast<uint8_t>(blk.qs[v] ^ 0x80);  // q + 128
 }
 
+// Every packed type starts its block with the fp16 scale.
 uint16_t block_scale(DType t, const uint8_t* row, int64_t b) {
-  return t == DType::Q4_0 ? reinterpret_cast<const BlockQ4_0*>(row)[b].d : reinterpret_cast<const BlockQ8_0*>(row)[b].d;
+  uint16_t d;
+  std::memcpy(&d, row + b * dtype_row_bytes(t, kQK), 2);
+  return d;
 }
 
 }  // namespace
@@ -73,7 +83,7 @@ void gemm_packed_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64
 
 void prepare_packed_x(DType t, const float* x, int64_t cols, ActQ8* out) {
   quantize_act_q8(x, out, cols);
-  const int32_t offset = t == DType::Q4_0 ? -8 : -128;
+  const int32_t offset = packed_offset(t);
   for (int64_t b = 0; b < cols / kQK; ++b) out[b].sum *= offset;
 }
 

@@ -1,14 +1,15 @@
-// Internal: the fast prefill GEMM for Q4_0 / Q8_0 weights on AVX-512 VNNI (matmul_quant's path
-// there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32 order: it is ~2x faster
+// Internal: the fast prefill GEMM for Q4_0 / Q5_0 / Q8_0 weights on AVX-512 VNNI (matmul_quant's
+// path there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32 order: it is ~2x faster
 // because every int32 lane of vpdpbusd is one whole output's block dot, so the f32 work (cvt,
 // scale, fma) is one lane per (output, block) instead of four (matvec's lane layout).
 //
 // Per task (a tile of kGemmTileRows weight rows) and column span, the weights are repacked on
 // the fly (no change to the model's memory) into panels of kPackRows rows: per block, 8
 // vectors where chunk k holds values 4k..4k+3 of each of the 16 rows as unsigned bytes (Q4_0:
-// the nibble q in 0..15; Q8_0: q + 128), then the 16 rows' scales as f32. X rows are quantised
-// exactly as matvec does (quantize_act_q8), with ActQ8::sum replaced by the int32 offset of
-// the unsigned weights (-8 * sum for Q4_0, -128 * sum for Q8_0). Per (output, block):
+// the nibble q in 0..15; Q5_0: the 5-bit q in 0..31; Q8_0: q + 128), then the 16 rows' scales
+// as f32. X rows are quantised exactly as matvec does (quantize_act_q8), with ActQ8::sum
+// replaced by the int32 offset of the unsigned weights (packed_offset(t) * sum). Per (output,
+// block):
 //   isum = off + sum_k dot4(w chunk k, x chunk k)          (exact int32, = matvec's integer sum)
 //   acc  = fma(w.d * x.d, float(isum), acc)                (blocks in order, one accumulator)
 // so outputs differ from matvec only by f32 rounding (tests bound it), and the SIMD kernel is
@@ -26,8 +27,13 @@ constexpr int kPackRows = 16;                   // weight rows per panel (one f3
 constexpr size_t kPackBlockBytes = 8 * 64 + 64;  // per block: 8 chunk vectors + 16 f32 scales
 constexpr int kPackedNx = 8;                     // X rows per kernel call
 
+// The block types this GEMM takes: each is d * (u - offset) with an unsigned byte u.
+inline bool packed_gemm_type(DType t) { return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0; }
+// -offset: what ActQ8::sum is multiplied by so that sum + dot(u, q) = dot(u - offset, q).
+inline int32_t packed_offset(DType t) { return t == DType::Q4_0 ? -8 : t == DType::Q5_0 ? -16 : -128; }
+
 // Panel of rows [0, nr) (nr <= kPackRows; missing rows repeat row nr - 1) for blocks [b0, b1)
-// of a Q4_0 or Q8_0 matrix whose row 0 starts at w; out gets (b1 - b0) * kPackBlockBytes.
+// of a packed_gemm_type matrix whose row 0 starts at w; out gets (b1 - b0) * kPackBlockBytes.
 using PackPanel = void (*)(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1,
                            uint8_t* out);
 // y[j * ldy + r] (r < nr, j < nx <= kPackedNx) = (first ? 0 : y[j * ldy + r]) accumulated over
@@ -48,7 +54,7 @@ using PrepareX = void (*)(DType t, const float* x, int64_t cols, ActQ8* out);
 void prepare_packed_x(DType t, const float* x, int64_t cols, ActQ8* out);
 void prepare_packed_x_avx512(DType t, const float* x, int64_t cols, ActQ8* out);
 
-// Y[i][r] for t = Q4_0 or Q8_0 with the given functions (the SIMD ones in production, the
+// Y[i][r] for a packed_gemm_type t with the given functions (the SIMD ones in production, the
 // scalar twins in tests). Arguments already validated by matmul.
 struct PackedGemmFns {
   PrepareX prepare;

@@ -35,7 +35,7 @@ inline void gather_transpose(const uint8_t* const* p, size_t off, __m512i* t) {
 }  // namespace
 
 void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
-  const size_t bb = t == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ8_0);
+  const size_t bb = dtype_row_bytes(t, kQK);
   const uint8_t* p[kPackRows];
   for (int r = 0; r < kPackRows; ++r) p[r] = w + std::min(r, nr - 1) * row_bytes + b0 * bb;
   const __m512i low4 = _mm512_set1_epi8(0xF), bias = _mm512_set1_epi8(static_cast<char>(0x80));
@@ -52,6 +52,22 @@ void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int6
         _mm512_store_si512(o + 64 * k, _mm512_and_si512(tw[k], low4));
         _mm512_store_si512(o + 64 * (4 + k), _mm512_and_si512(_mm512_srli_epi16(tw[k], 4), low4));
       }
+    } else if (t == DType::Q5_0) {
+      gather_transpose(p, 6, tw);  // qs (after d and qh)
+      alignas(64) uint32_t qh[kPackRows];
+      for (int r = 0; r < kPackRows; ++r) std::memcpy(&qh[r], p[r] + 2, 4);
+      const __m512i qhv = _mm512_load_si512(qh);
+      for (int k = 0; k < 8; ++k) {
+        // Bits 4k..4k+3 of each row's qh are the high bits of its values 4k..4k+3: spread the
+        // four bits to bit 0 of the four bytes (the shifted copies of a 4-bit number by 0, 7,
+        // 14 and 21 do not overlap, so the product has no carries), then move them to bit 4.
+        const __m512i bits = _mm512_and_si512(_mm512_srli_epi32(qhv, 4 * k), _mm512_set1_epi32(0xF));
+        const __m512i spread = _mm512_and_si512(_mm512_mullo_epi32(bits, _mm512_set1_epi32(0x00204081)),
+                                                _mm512_set1_epi32(0x01010101));
+        const __m512i low = k < 4 ? _mm512_and_si512(tw[k], low4)
+                                  : _mm512_and_si512(_mm512_srli_epi16(tw[k - 4], 4), low4);
+        _mm512_store_si512(o + 64 * k, _mm512_or_si512(low, _mm512_slli_epi32(spread, 4)));
+      }
     } else {
       gather_transpose(p, 2, tw);  // qs[0..15]
       for (int k = 0; k < 4; ++k) _mm512_store_si512(o + 64 * k, _mm512_xor_si512(tw[k], bias));
@@ -64,7 +80,7 @@ void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int6
 }
 
 void prepare_packed_x_avx512(DType t, const float* x, int64_t cols, ActQ8* out) {
-  const int32_t offset = t == DType::Q4_0 ? -8 : -128;
+  const int32_t offset = packed_offset(t);
   for (int64_t b = 0; b < cols / kQK; ++b) {
     const __m512 a = _mm512_loadu_ps(x + b * kQK), c = _mm512_loadu_ps(x + b * kQK + 16);
     // quantize_act_q8's arithmetic: d = amax / 127, q = round-half-even(x * (1 / d)) (the

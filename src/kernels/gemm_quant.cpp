@@ -63,7 +63,7 @@ MultiRowDot select_multi_row_dot(DType t, Isa isa, bool use_vnni) {
 bool matmul_quant(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
                   int n_threads, Isa isa, bool use_vnni) {
   if (!is_quantised(t)) return false;
-  if ((t == DType::Q4_0 || t == DType::Q8_0) && isa == Isa::Avx512 && use_vnni && avx512_vnni_kernels_usable()) {
+  if (packed_gemm_type(t) && isa == Isa::Avx512 && use_vnni && avx512_vnni_kernels_usable()) {
     matmul_packed(t, W, rows, cols, X, n, Y, n_threads,
                   {prepare_packed_x_avx512, pack_panel_avx512, gemm_packed_avx512vnni});
     return true;

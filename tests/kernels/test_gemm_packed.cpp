@@ -1,4 +1,4 @@
-// The packed Q4_0 / Q8_0 prefill GEMM (gemm_packed.h): the AVX-512 panel packing must give the
+// The packed Q4_0 / Q5_0 / Q8_0 prefill GEMM (gemm_packed.h): the AVX-512 panel packing must give the
 // scalar twin's bytes, the VNNI kernel the scalar twin's floats bit for bit (same integer sums,
 // same f32 operations per output) over nx / nr tails, spans and accumulation from y; the whole
 // driver run with the SIMD pair must equal it run with the scalar twins bit for bit, and the
@@ -33,7 +33,7 @@ struct Aligned {
 
 TEST(GemmPacked, PackSimdMatchesScalar) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
     const int64_t cols = 32 * 11, rows = 16;
     const auto w = random_weights(t, rows, cols, 3);
     const size_t rb = dtype_row_bytes(t, cols);
@@ -51,7 +51,7 @@ TEST(GemmPacked, PackSimdMatchesScalar) {
 
 TEST(GemmPacked, PrepareXSimdMatchesScalar) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
     const int64_t nb = 13;
     auto x = random_floats(nb * 32, 19, -3.0f, 3.0f);
     for (int k = 0; k < 32; ++k) x[32 + k] = 0.0f;                    // amax 0: d = 0, q = 0
@@ -69,7 +69,7 @@ TEST(GemmPacked, PrepareXSimdMatchesScalar) {
 
 TEST(GemmPacked, KernelSimdMatchesScalarBitForBit) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (DType t : {DType::Q4_0, DType::Q8_0}) {
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
     const int64_t nb = 9, cols = nb * 32, ldy = 21;
     const auto w = random_weights(t, kPackRows, cols, 7);
     Aligned pack(nb * kPackBlockBytes);
@@ -92,7 +92,7 @@ TEST(GemmPacked, KernelSimdMatchesScalarBitForBit) {
 // rows: panel and tile tails (70 = 4 + 2 panels, last partial); cols 4640 = 145 blocks: three
 // column spans with accumulation through Y; n: kernel nx tails.
 TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
-  for (DType t : {DType::Q4_0, DType::Q8_0})
+  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0})
     for (int64_t cols : {32, 160, 4640})
       for (int64_t rows : {1, 17, 70}) {
         const auto w = random_weights(t, rows, cols, 5 + static_cast<uint32_t>(rows + cols));

@@ -1,6 +1,6 @@
 // matmul with quantised weights (gemm_quant.h): every output must equal matvec on the same X
 // row bit for bit for the same ISA (and with VNNI on or off, which only changes how the same
-// int32 lanes are formed), except Q4_0 / Q8_0 on AVX-512 VNNI, which take the packed GEMM
+// int32 lanes are formed), except Q4_0 / Q5_0 / Q8_0 on AVX-512 VNNI, which take the packed GEMM
 // (gemm_packed.h: same integer block sums, f32 accumulated per block in order) and must match
 // matvec to within f32 rounding (tests/kernels/test_gemm_packed.cpp tests it exactly against
 // its scalar twin); the scalar ISA path is the reference the SIMD paths are compared to
@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "common/error.h"
+#include "kernels/gemm_packed.h"
 #include "kernels/gemm_quant.h"
 #include "kernels/kernels.h"
 #include "kernels/row_dot.h"
@@ -81,7 +82,7 @@ TEST(MatmulQuant, BitIdenticalToMatvecPerRow) {
           for (auto [isa, vnni] : variants()) {
             const auto Y = run_gemm(t, w, rows, cols, X, n, isa, vnni, 1 + static_cast<int>(n % 2));
             std::vector<float> y(rows);
-            const bool packed = (t == DType::Q4_0 || t == DType::Q8_0) && isa == Isa::Avx512 && vnni &&
+            const bool packed = detail::packed_gemm_type(t) && isa == Isa::Avx512 && vnni &&
                                 detail::avx512_vnni_kernels_usable();
             for (int64_t i = 0; i < n; ++i) {
               matvec(t, w.data(), rows, cols, X.data() + i * cols, y.data(), 1, isa);
@@ -98,7 +99,7 @@ TEST(MatmulQuant, BitIdenticalToMatvecPerRow) {
             }
             // The public entry point takes the same path (n >= 4) or matvec (n < 4), with VNNI
             // whenever usable: compared where that is the path of this variant.
-            const bool public_packed = n >= 4 && (t == DType::Q4_0 || t == DType::Q8_0) && isa == Isa::Avx512 &&
+            const bool public_packed = n >= 4 && detail::packed_gemm_type(t) && isa == Isa::Avx512 &&
                                        detail::avx512_vnni_kernels_usable();
             std::vector<float> Yp(n * rows);
             matmul(t, w.data(), rows, cols, X.data(), n, Yp.data(), 2, isa);
