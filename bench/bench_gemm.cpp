@@ -37,10 +37,10 @@ void BM_PackedKernelHot(benchmark::State& state) {
   kd::pack_panel_avx512(t, w.data(), mp::dtype_row_bytes(t, cols), kd::kPackRows, 0, nblk, pack);
   const auto X = random_floats(kd::kPackedNx * cols, 3);
   std::vector<kd::ActQ8> xq(kd::kPackedNx * nblk);
-  for (int j = 0; j < kd::kPackedNx; ++j) kd::prepare_packed_x_avx512(t, X.data() + j * cols, cols, xq.data() + j * nblk);
+  for (int j = 0; j < kd::kPackedNx; ++j) kd::prepare_packed_x_avx512(t, X.data() + j * cols, cols, xq.data() + j * nblk, nullptr);
   std::vector<float> y(kd::kPackedNx * kd::kPackRows);
   for (auto _ : state) {
-    kd::gemm_packed_avx512vnni(pack, nblk, xq.data(), nblk, kd::kPackedNx, y.data(), kd::kPackRows, kd::kPackRows,
+    kd::gemm_packed_avx512vnni(pack, nblk, xq.data(), nullptr, nblk, kd::kPackedNx, y.data(), kd::kPackRows, kd::kPackRows,
                                true);
     benchmark::DoNotOptimize(y.data());
   }

@@ -1,17 +1,22 @@
-// Internal: the fast prefill GEMM for Q4_0 / Q5_0 / Q8_0 weights on AVX-512 VNNI (matmul_quant's
-// path there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32 order: it is ~2x faster
-// because every int32 lane of vpdpbusd is one whole output's block dot, so the f32 work (cvt,
-// scale, fma) is one lane per (output, block) instead of four (matvec's lane layout).
+// Internal: the fast prefill GEMM for Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K weights on AVX-512 VNNI
+// (matmul_quant's path there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32
+// order: it is ~2x faster because every int32 lane of vpdpbusd is one whole output's block dot,
+// so the f32 work (cvt, scale, fma) is one lane per (output, block) instead of four (matvec's
+// lane layout).
 //
 // Per task (a tile of kGemmTileRows weight rows) and column span, the weights are repacked on
-// the fly (no change to the model's memory) into panels of kPackRows rows: per block, 8
-// vectors where chunk k holds values 4k..4k+3 of each of the 16 rows as unsigned bytes (Q4_0:
-// the nibble q in 0..15; Q5_0: the 5-bit q in 0..31; Q8_0: q + 128), then the 16 rows' scales
-// as f32. X rows are quantised exactly as matvec does (quantize_act_q8), with ActQ8::sum
-// replaced by the int32 offset of the unsigned weights (packed_offset(t) * sum). Per (output,
-// block):
+// the fly (no change to the model's memory) into panels of kPackRows rows: per block of 32
+// values (a Q4_K sub-block), 8 vectors where chunk k holds values 4k..4k+3 of each of the 16
+// rows as unsigned bytes u (Q4_0 / Q4_1 / Q4_K: the nibble q in 0..15; Q5_0: the 5-bit q in
+// 0..31; Q8_0: q + 128), then the 16 rows' scales as f32 (Q4_K: d * sc of the sub-block), and
+// for the types with a min (Q4_1: m, Q4_K: -dmin * m of the sub-block) the 16 mins as f32.
+// X rows are quantised exactly as matvec does (quantize_act_q8; Q4_K: quantize_act_q8k, whose
+// 256-value blocks are split into eight of 32 with the same d), with ActQ8::sum replaced by the
+// int32 offset of the unsigned weights (packed_offset(t) * sum; 0 for the types with a min,
+// which get xc = x.d * sum instead). Per (output, block):
 //   isum = off + sum_k dot4(w chunk k, x chunk k)          (exact int32, = matvec's integer sum)
 //   acc  = fma(w.d * x.d, float(isum), acc)                (blocks in order, one accumulator)
+//   acc  = fma(w.min, xc, acc)                             (types with a min)
 // so outputs differ from matvec only by f32 rounding (tests bound it), and the SIMD kernel is
 // bit-identical to its scalar twin (gemm_packed_scalar).
 #pragma once
@@ -25,34 +30,52 @@ namespace mp::kernels::detail {
 
 constexpr int kPackRows = 16;                   // weight rows per panel (one f32 vector of outputs)
 constexpr size_t kPackBlockBytes = 8 * 64 + 64;  // per block: 8 chunk vectors + 16 f32 scales
+constexpr size_t kPackBlockBytesMin = kPackBlockBytes + 64;  // + 16 f32 mins
 constexpr int kPackedNx = 8;                     // X rows per kernel call
 
-// The block types this GEMM takes: each is d * (u - offset) with an unsigned byte u.
-inline bool packed_gemm_type(DType t) { return t == DType::Q4_0 || t == DType::Q5_0 || t == DType::Q8_0; }
+// The block types this GEMM takes: d * (u - offset), or d * u + min.
+inline bool packed_gemm_type(DType t) {
+  return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q8_0 || t == DType::Q4_K;
+}
+// The types whose blocks carry a min (their panels hold kPackBlockBytesMin per block).
+inline bool packed_has_min(DType t) { return t == DType::Q4_1 || t == DType::Q4_K; }
+inline size_t packed_block_bytes(DType t) { return packed_has_min(t) ? kPackBlockBytesMin : kPackBlockBytes; }
 // -offset: what ActQ8::sum is multiplied by so that sum + dot(u, q) = dot(u - offset, q).
-inline int32_t packed_offset(DType t) { return t == DType::Q4_0 ? -8 : t == DType::Q5_0 ? -16 : -128; }
+inline int32_t packed_offset(DType t) {
+  switch (t) {
+    case DType::Q4_0: return -8;
+    case DType::Q5_0: return -16;
+    case DType::Q8_0: return -128;
+    default: return 0;
+  }
+}
 
 // Panel of rows [0, nr) (nr <= kPackRows; missing rows repeat row nr - 1) for blocks [b0, b1)
-// of a packed_gemm_type matrix whose row 0 starts at w; out gets (b1 - b0) * kPackBlockBytes.
+// (of 32 values) of a packed_gemm_type matrix whose row 0 starts at w; out gets
+// (b1 - b0) * packed_block_bytes(t).
 using PackPanel = void (*)(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1,
                            uint8_t* out);
 // y[j * ldy + r] (r < nr, j < nx <= kPackedNx) = (first ? 0 : y[j * ldy + r]) accumulated over
 // the nblk packed blocks against X row j's blocks x[j * ldx + 0 .. nblk) (offset form, above).
-using PackedKernel = void (*)(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
-                              int64_t ldy, int nr, bool first);
+// xc: X row j's block corrections at xc[j * ldx + b] for the types with a min (the panel then
+// has kPackBlockBytesMin per block), nullptr for the others.
+using PackedKernel = void (*)(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx,
+                              int nx, float* y, int64_t ldy, int nr, bool first);
 
 void pack_panel_scalar(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out);
-void gemm_packed_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
-                        int64_t ldy, int nr, bool first);
+void gemm_packed_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
+                        float* y, int64_t ldy, int nr, bool first);
 void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out);
-void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
-                            int64_t ldy, int nr, bool first);
+void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx,
+                            int nx, float* y, int64_t ldy, int nr, bool first);
 
-// X row (cols values) quantised as matvec does, then sum -> the weight type's offset. The
-// AVX-512 twin gives the same bytes for finite x (NaN propagates differently through amax).
-using PrepareX = void (*)(DType t, const float* x, int64_t cols, ActQ8* out);
-void prepare_packed_x(DType t, const float* x, int64_t cols, ActQ8* out);
-void prepare_packed_x_avx512(DType t, const float* x, int64_t cols, ActQ8* out);
+// X row (cols values) quantised as matvec does, then sum -> the weight type's offset, and for
+// the types with a min the corrections xc[b] = d * sum of each 32-value block (xc is nullptr
+// for the others). The AVX-512 twin takes the types without a min and gives the same bytes for
+// finite x (NaN propagates differently through amax).
+using PrepareX = void (*)(DType t, const float* x, int64_t cols, ActQ8* out, float* xc);
+void prepare_packed_x(DType t, const float* x, int64_t cols, ActQ8* out, float* xc);
+void prepare_packed_x_avx512(DType t, const float* x, int64_t cols, ActQ8* out, float* xc);
 
 // Y[i][r] for a packed_gemm_type t with the given functions (the SIMD ones in production, the
 // scalar twins in tests). Arguments already validated by matmul.

@@ -3,8 +3,10 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 
+#include "common/half.h"
 #include "kernels/gemm_packed.h"
 #include "kernels/quant_blocks.h"
 
@@ -32,22 +34,62 @@ inline void gather_transpose(const uint8_t* const* p, size_t off, __m512i* t) {
   t[3] = _mm512_unpackhi_epi64(t1, t3);
 }
 
+// Q4_K panels, one 32-value sub-block (block b = 8 * super-block + j) at a time: sub-blocks 2c
+// and 2c + 1 are the low and high nibbles of the same 32 bytes, so one pair of transposes
+// serves both.
+void pack_panel_q4_k(const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
+  const uint8_t* rows[kPackRows];
+  for (int r = 0; r < kPackRows; ++r) rows[r] = w + std::min(r, nr - 1) * row_bytes;
+  const __m512i low4 = _mm512_set1_epi8(0xF);
+  alignas(64) float scales[kPackRows], mins[kPackRows];
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t sb = b / 8;
+    const int j = static_cast<int>(b % 8);
+    const uint8_t* p[kPackRows];
+    for (int r = 0; r < kPackRows; ++r) p[r] = rows[r] + sb * sizeof(BlockQ4_K);
+    if (j == 0)
+      for (int r = 0; r < kPackRows; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(p[r]) + 2 * sizeof(BlockQ4_K), _MM_HINT_T0);
+    uint8_t* o = out + (b - b0) * kPackBlockBytesMin;
+    const size_t qs = offsetof(BlockQ4_K, qs) + 32 * static_cast<size_t>(j / 2);
+    __m512i lo[4], hi[4];
+    gather_transpose(p, qs, lo);       // bytes 0..15 of the chunk: values 0..15
+    gather_transpose(p, qs + 16, hi);  // bytes 16..31: values 16..31
+    for (int k = 0; k < 4; ++k) {
+      const __m512i a = j % 2 == 0 ? lo[k] : _mm512_srli_epi16(lo[k], 4);
+      const __m512i c = j % 2 == 0 ? hi[k] : _mm512_srli_epi16(hi[k], 4);
+      _mm512_store_si512(o + 64 * k, _mm512_and_si512(a, low4));
+      _mm512_store_si512(o + 64 * (4 + k), _mm512_and_si512(c, low4));
+    }
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ4_K*>(p[r]);
+      uint8_t sc, m;
+      scale_min_q4_k(j, blk->scales, &sc, &m);
+      scales[r] = fp16_to_f32(blk->d) * sc;
+      mins[r] = -(fp16_to_f32(blk->dmin) * m);
+    }
+    _mm512_store_ps(o + 8 * 64, _mm512_load_ps(scales));
+    _mm512_store_ps(o + kPackBlockBytes, _mm512_load_ps(mins));
+  }
+}
+
 }  // namespace
 
 void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
-  const size_t bb = dtype_row_bytes(t, kQK);
+  if (t == DType::Q4_K) return pack_panel_q4_k(w, row_bytes, nr, b0, b1, out);
+  const size_t bb = dtype_row_bytes(t, kQK), out_bytes = packed_block_bytes(t);
   const uint8_t* p[kPackRows];
   for (int r = 0; r < kPackRows; ++r) p[r] = w + std::min(r, nr - 1) * row_bytes + b0 * bb;
   const __m512i low4 = _mm512_set1_epi8(0xF), bias = _mm512_set1_epi8(static_cast<char>(0x80));
-  alignas(32) uint16_t d[kPackRows];
+  alignas(32) uint16_t d[kPackRows], m[kPackRows];
   for (int64_t b = b0; b < b1; ++b) {
     // 16 rows are 16 streams (64 per tile): too many for the hardware prefetchers, and the
     // loads below missed to DRAM (perf: 5% of prefill). Fetch ~512 bytes ahead per row.
     for (int r = 0; r < kPackRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(p[r]) + 512, _MM_HINT_T0);
-    uint8_t* o = out + (b - b0) * kPackBlockBytes;
+    uint8_t* o = out + (b - b0) * out_bytes;
     __m512i tw[4];
-    if (t == DType::Q4_0) {
-      gather_transpose(p, 2, tw);  // qs
+    if (t == DType::Q4_0 || t == DType::Q4_1) {
+      gather_transpose(p, t == DType::Q4_0 ? 2 : 4, tw);  // qs (after d, and Q4_1's m)
       for (int k = 0; k < 4; ++k) {
         _mm512_store_si512(o + 64 * k, _mm512_and_si512(tw[k], low4));
         _mm512_store_si512(o + 64 * (4 + k), _mm512_and_si512(_mm512_srli_epi16(tw[k], 4), low4));
@@ -74,12 +116,20 @@ void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int6
       gather_transpose(p, 18, tw);  // qs[16..31]
       for (int k = 0; k < 4; ++k) _mm512_store_si512(o + 64 * (4 + k), _mm512_xor_si512(tw[k], bias));
     }
-    for (int r = 0; r < kPackRows; ++r) std::memcpy(&d[r], p[r], 2), p[r] += bb;
+    for (int r = 0; r < kPackRows; ++r) {
+      std::memcpy(&d[r], p[r], 2);
+      if (t == DType::Q4_1) std::memcpy(&m[r], p[r] + 2, 2);
+      p[r] += bb;
+    }
     _mm512_store_ps(o + 8 * 64, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(d))));
+    if (t == DType::Q4_1)
+      _mm512_store_ps(o + kPackBlockBytes, _mm512_cvtph_ps(_mm256_load_si256(reinterpret_cast<const __m256i*>(m))));
   }
 }
 
-void prepare_packed_x_avx512(DType t, const float* x, int64_t cols, ActQ8* out) {
+void prepare_packed_x_avx512(DType t, const float* x, int64_t cols, ActQ8* out, float* xc) {
+  // The types with a min run matvec's own quantisers (cheap beside the GEMM: once per X row).
+  if (packed_has_min(t)) return prepare_packed_x(t, x, cols, out, xc);
   const int32_t offset = packed_offset(t);
   for (int64_t b = 0; b < cols / kQK; ++b) {
     const __m512 a = _mm512_loadu_ps(x + b * kQK), c = _mm512_loadu_ps(x + b * kQK + 16);

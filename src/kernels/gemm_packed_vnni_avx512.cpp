@@ -28,14 +28,15 @@ inline __m512i dpbusd_bcast(__m512i s, __m512i w, const int8_t* p) {
 #endif
 }
 
-template <int NX>
-void packed_rows(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, float* y, int64_t ldy,
-                 __mmask16 mask, bool first) {
+template <int NX, bool kMin>
+void packed_rows(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, float* y,
+                 int64_t ldy, __mmask16 mask, bool first) {
+  constexpr size_t kBytes = kMin ? kPackBlockBytesMin : kPackBlockBytes;
   __m512 acc[NX];
 #pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) acc[j] = first ? _mm512_setzero_ps() : _mm512_maskz_loadu_ps(mask, y + j * ldy);
   for (int64_t b = 0; b < nblk; ++b) {
-    const uint8_t* pb = pack + b * kPackBlockBytes;
+    const uint8_t* pb = pack + b * kBytes;
     __m512i w[8];
 #pragma GCC unroll 8
     for (int k = 0; k < 8; ++k) w[k] = _mm512_load_si512(pb + 64 * k);
@@ -52,28 +53,37 @@ void packed_rows(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx,
       }
       const __m512 d = _mm512_mul_ps(wd, _mm512_set1_ps(xb.d));
       acc[j] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(_mm512_add_epi32(s0, s1)), acc[j]);
+      if constexpr (kMin)
+        acc[j] = _mm512_fmadd_ps(_mm512_load_ps(pb + kPackBlockBytes), _mm512_set1_ps(xc[j * ldx + b]), acc[j]);
     }
   }
 #pragma GCC unroll 8
   for (int j = 0; j < NX; ++j) _mm512_mask_storeu_ps(y + j * ldy, mask, acc[j]);
 }
 
+template <bool kMin>
+void packed_rows_nx(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
+                    float* y, int64_t ldy, __mmask16 mask, bool first) {
+  static_assert(kPackedNx == 8, "the switch covers nx = 1 .. 8");
+  switch (nx) {
+    case 8: return packed_rows<8, kMin>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+    case 7: return packed_rows<7, kMin>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+    case 6: return packed_rows<6, kMin>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+    case 5: return packed_rows<5, kMin>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+    case 4: return packed_rows<4, kMin>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+    case 3: return packed_rows<3, kMin>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+    case 2: return packed_rows<2, kMin>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+    default: return packed_rows<1, kMin>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+  }
+}
+
 }  // namespace
 
-void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, int64_t ldx, int nx, float* y,
-                            int64_t ldy, int nr, bool first) {
-  static_assert(kPackedNx == 8, "the switch covers nx = 1 .. 8");
+void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx,
+                            int nx, float* y, int64_t ldy, int nr, bool first) {
   const auto mask = static_cast<__mmask16>((1u << nr) - 1);
-  switch (nx) {
-    case 8: return packed_rows<8>(pack, nblk, x, ldx, y, ldy, mask, first);
-    case 7: return packed_rows<7>(pack, nblk, x, ldx, y, ldy, mask, first);
-    case 6: return packed_rows<6>(pack, nblk, x, ldx, y, ldy, mask, first);
-    case 5: return packed_rows<5>(pack, nblk, x, ldx, y, ldy, mask, first);
-    case 4: return packed_rows<4>(pack, nblk, x, ldx, y, ldy, mask, first);
-    case 3: return packed_rows<3>(pack, nblk, x, ldx, y, ldy, mask, first);
-    case 2: return packed_rows<2>(pack, nblk, x, ldx, y, ldy, mask, first);
-    default: return packed_rows<1>(pack, nblk, x, ldx, y, ldy, mask, first);
-  }
+  if (xc) return packed_rows_nx<true>(pack, nblk, x, xc, ldx, nx, y, ldy, mask, first);
+  packed_rows_nx<false>(pack, nblk, x, xc, ldx, nx, y, ldy, mask, first);
 }
 
 }  // namespace mp::kernels::detail

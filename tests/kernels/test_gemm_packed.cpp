@@ -1,5 +1,5 @@
-// The packed Q4_0 / Q5_0 / Q8_0 prefill GEMM (gemm_packed.h): the AVX-512 panel packing must give the
-// scalar twin's bytes, the VNNI kernel the scalar twin's floats bit for bit (same integer sums,
+// The packed prefill GEMM (gemm_packed.h; Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K): the AVX-512 panel
+// packing must give the scalar twin's bytes, the VNNI kernel the scalar twin's floats bit for bit (same integer sums,
 // same f32 operations per output) over nx / nr tails, spans and accumulation from y; the whole
 // driver run with the SIMD pair must equal it run with the scalar twins bit for bit, and the
 // scalar twins must match matvec to within f32 rounding (same integer block sums, different
@@ -21,6 +21,14 @@ using namespace detail;
 using test::random_floats;
 using test::random_weights;
 
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K};
+
+// Columns of at least `blocks` 32-value blocks that the type can hold (Q4_K: 256-value rows).
+int64_t cols_of(DType t, int64_t blocks) {
+  const int64_t c = blocks * 32;
+  return t == DType::Q4_K ? (c + 255) / 256 * 256 : c;
+}
+
 bool simd_usable() { return selected_isa() >= Isa::Avx512 && avx512_vnni_kernels_usable(); }
 
 
@@ -33,17 +41,16 @@ struct Aligned {
 
 TEST(GemmPacked, PackSimdMatchesScalar) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
-    const int64_t cols = 32 * 11, rows = 16;
+  for (DType t : kTypes) {
+    const int64_t cols = cols_of(t, 11), rows = 16, nb = cols / 32;
     const auto w = random_weights(t, rows, cols, 3);
-    const size_t rb = dtype_row_bytes(t, cols);
+    const size_t rb = dtype_row_bytes(t, cols), bytes = packed_block_bytes(t);
     for (int nr : {1, 5, 16})
-      for (auto [b0, b1] : {std::pair<int64_t, int64_t>{0, 11}, {3, 4}, {7, 11}}) {
-        Aligned a((b1 - b0) * kPackBlockBytes), s((b1 - b0) * kPackBlockBytes);
+      for (auto [b0, b1] : {std::pair<int64_t, int64_t>{0, nb}, {3, 4}, {7, nb}}) {
+        Aligned a((b1 - b0) * bytes), s((b1 - b0) * bytes);
         pack_panel_avx512(t, w.data(), rb, nr, b0, b1, a.p);
         pack_panel_scalar(t, w.data(), rb, nr, b0, b1, s.p);
-        ASSERT_EQ(std::vector<uint8_t>(a.p, a.p + (b1 - b0) * kPackBlockBytes),
-                  std::vector<uint8_t>(s.p, s.p + (b1 - b0) * kPackBlockBytes))
+        ASSERT_EQ(std::vector<uint8_t>(a.p, a.p + (b1 - b0) * bytes), std::vector<uint8_t>(s.p, s.p + (b1 - b0) * bytes))
             << dtype_name(t) << " nr=" << nr << " b0=" << b0;
       }
   }
@@ -51,14 +58,18 @@ TEST(GemmPacked, PackSimdMatchesScalar) {
 
 TEST(GemmPacked, PrepareXSimdMatchesScalar) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
-    const int64_t nb = 13;
-    auto x = random_floats(nb * 32, 19, -3.0f, 3.0f);
-    for (int k = 0; k < 32; ++k) x[32 + k] = 0.0f;                    // amax 0: d = 0, q = 0
-    for (int k = 0; k < 32; ++k) x[64 + k] = 0.5f * (k - 16) / 127;  // many values near .5 steps
+  for (DType t : kTypes) {
+    const int64_t cols = cols_of(t, 13), nb = cols / 32;
+    auto x = random_floats(cols, 19, -3.0f, 3.0f);
+    if (t != DType::Q4_K) {
+      for (int k = 0; k < 32; ++k) x[32 + k] = 0.0f;                    // amax 0: d = 0, q = 0
+      for (int k = 0; k < 32; ++k) x[64 + k] = 0.5f * (k - 16) / 127;  // many values near .5 steps
+    }
     std::vector<ActQ8> a(nb), s(nb);
-    prepare_packed_x_avx512(t, x.data(), nb * 32, a.data());
-    prepare_packed_x(t, x.data(), nb * 32, s.data());
+    std::vector<float> ac(nb, -1.0f), sc(nb, -2.0f);
+    prepare_packed_x_avx512(t, x.data(), cols, a.data(), ac.data());
+    prepare_packed_x(t, x.data(), cols, s.data(), sc.data());
+    if (packed_has_min(t)) ASSERT_EQ(ac, sc);
     for (int64_t b = 0; b < nb; ++b) {
       ASSERT_EQ(a[b].d, s[b].d) << b;
       ASSERT_EQ(a[b].sum, s[b].sum) << b;
@@ -69,21 +80,24 @@ TEST(GemmPacked, PrepareXSimdMatchesScalar) {
 
 TEST(GemmPacked, KernelSimdMatchesScalarBitForBit) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0}) {
-    const int64_t nb = 9, cols = nb * 32, ldy = 21;
+  for (DType t : kTypes) {
+    const int64_t cols = cols_of(t, 9), nb = cols / 32, ldy = 21;
     const auto w = random_weights(t, kPackRows, cols, 7);
-    Aligned pack(nb * kPackBlockBytes);
+    Aligned pack(nb * packed_block_bytes(t));
     pack_panel_scalar(t, w.data(), dtype_row_bytes(t, cols), kPackRows, 0, nb, pack.p);
     const auto X = random_floats(kPackedNx * cols, 11);
     std::vector<ActQ8> xq(kPackedNx * nb);
-    for (int j = 0; j < kPackedNx; ++j) prepare_packed_x(t, X.data() + j * cols, cols, xq.data() + j * nb);
+    std::vector<float> xcs(kPackedNx * nb);
+    float* xc = packed_has_min(t) ? xcs.data() : nullptr;
+    for (int j = 0; j < kPackedNx; ++j)
+      prepare_packed_x(t, X.data() + j * cols, cols, xq.data() + j * nb, xc ? xc + j * nb : nullptr);
     const auto y0 = random_floats(kPackedNx * ldy, 13);
     for (int nx = 1; nx <= kPackedNx; ++nx)
       for (int nr : {1, 3, 15, 16})
         for (bool first : {true, false}) {
           std::vector<float> a = y0, s = y0;
-          gemm_packed_avx512vnni(pack.p, nb, xq.data(), nb, nx, a.data(), ldy, nr, first);
-          gemm_packed_scalar(pack.p, nb, xq.data(), nb, nx, s.data(), ldy, nr, first);
+          gemm_packed_avx512vnni(pack.p, nb, xq.data(), xc, nb, nx, a.data(), ldy, nr, first);
+          gemm_packed_scalar(pack.p, nb, xq.data(), xc, nb, nx, s.data(), ldy, nr, first);
           ASSERT_EQ(a, s) << dtype_name(t) << " nx=" << nx << " nr=" << nr << " first=" << first;
         }
   }
@@ -92,11 +106,11 @@ TEST(GemmPacked, KernelSimdMatchesScalarBitForBit) {
 // rows: panel and tile tails (70 = 4 + 2 panels, last partial); cols 4640 = 145 blocks: three
 // column spans with accumulation through Y; n: kernel nx tails.
 TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
-  for (DType t : {DType::Q4_0, DType::Q5_0, DType::Q8_0})
-    for (int64_t cols : {32, 160, 4640})
+  for (DType t : kTypes)
+    for (int64_t cols : {cols_of(t, 1), cols_of(t, 5), cols_of(t, 145)})
       for (int64_t rows : {1, 17, 70}) {
         const auto w = random_weights(t, rows, cols, 5 + static_cast<uint32_t>(rows + cols));
-        const int64_t n = cols == 4640 ? 11 : 13;
+        const int64_t n = cols >= 4640 ? 11 : 13;
         const auto X = random_floats(n * cols, 17 + static_cast<uint32_t>(cols));
         std::vector<float> s(n * rows + 4, 7.0f);
         matmul_packed(t, w.data(), rows, cols, X.data(), n, s.data(), 2,
@@ -114,8 +128,9 @@ TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
           matvec(t, w.data(), rows, cols, X.data() + i * cols, y.data(), 1, Isa::Scalar);
           for (int64_t r = 0; r < rows; ++r) {
             dequantize_row(t, w.data() + r * rb, wd.data(), cols);
-            double m = 0;
-            for (int64_t k = 0; k < cols; ++k) m += std::fabs(double(wd[k]) * X[i * cols + k]);
+            const auto mins = test::block_mins(t, w.data() + r * rb, cols);
+            double m = 0;  // the magnitude of the scaled terms and of the min terms (they may cancel)
+            for (int64_t k = 0; k < cols; ++k) m += (std::fabs(double(wd[k])) + 2 * std::fabs(mins[k])) * std::fabs(X[i * cols + k]);
             ASSERT_NEAR(s[i * rows + r], y[r], 2 * (double(cols) / 32 + 4) * 1.2e-7 * 2 * m)
                 << dtype_name(t) << " rows=" << rows << " cols=" << cols << " i=" << i << " r=" << r;
           }
