@@ -79,9 +79,10 @@ class HashTables {
   // The candidates of one query: the positions colliding with qcodes in >= threshold of the
   // L tables (1 <= threshold <= 255), written to out in increasing order; returns how many.
   // out must hold max_position() rounded up to a multiple of 64 entries. counts are grown as
-  // needed and left all zero.
+  // needed and left all zero. n_tables in [1, L] counts only the first n_tables tables (the
+  // adaptive policy's narrower levels); 0 means all L.
   int64_t retrieve(const uint16_t* qcodes /*[L]*/, uint32_t threshold, CollisionCounts& counts, uint32_t* out,
-                   Isa isa = selected_isa()) const;
+                   Isa isa = selected_isa(), int n_tables = 0) const;
 
   int64_t size() const;            // tokens stored
   int64_t max_position() const;    // largest stored position + 1 (0 when empty)
@@ -97,10 +98,10 @@ class HashTables {
     std::vector<uint16_t, HugePageAllocator<uint16_t>> index;  // [L][n]
   };
   void flush_tail();
-  // count[position] += 1 for every (table, stored token) in the query's buckets; with
+  // count[position] += 1 for every (table < n_tables, stored token) in the query's buckets; with
   // Saturate (L > 255) counts stop at 255 instead of wrapping. staged: scratch.
   template <bool Saturate>
-  void count_collisions(const uint16_t* qcodes, uint8_t* count, std::vector<uint16_t>& staged) const;
+  void count_collisions(const uint16_t* qcodes, int n_tables, uint8_t* count, std::vector<uint16_t>& staged) const;
 
   int k_ = 0, l_ = 0;
   std::vector<Chunk> chunks_;

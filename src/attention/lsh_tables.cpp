@@ -115,7 +115,8 @@ void HashTables::flush_tail() {
 }
 
 template <bool Saturate>
-void HashTables::count_collisions(const uint16_t* qcodes, uint8_t* count, std::vector<uint16_t>& staged) const {
+void HashTables::count_collisions(const uint16_t* qcodes, int n_tables, uint8_t* count,
+                                  std::vector<uint16_t>& staged) const {
   const int64_t buckets = int64_t{1} << k_;
   auto add = [](uint8_t* c) {
     if constexpr (Saturate) *c = static_cast<uint8_t>(*c + (*c != 255));
@@ -145,11 +146,11 @@ void HashTables::count_collisions(const uint16_t* qcodes, uint8_t* count, std::v
       for (size_t i = 0; i < fill; ++i) add(cb + st[i]);
       fill = 0;
     };
-    for (int t = 0; t < std::min(l_, kOffAhead); ++t) prefetch(offsets(t));
-    for (int t = 0; t < std::min(l_, kIdxAhead); ++t) prefetch_bucket(t);
-    for (int t = 0; t < l_; ++t) {
-      if (t + kOffAhead < l_) prefetch(offsets(t + kOffAhead));
-      if (t + kIdxAhead < l_) prefetch_bucket(t + kIdxAhead);
+    for (int t = 0; t < std::min(n_tables, kOffAhead); ++t) prefetch(offsets(t));
+    for (int t = 0; t < std::min(n_tables, kIdxAhead); ++t) prefetch_bucket(t);
+    for (int t = 0; t < n_tables; ++t) {
+      if (t + kOffAhead < n_tables) prefetch(offsets(t + kOffAhead));
+      if (t + kIdxAhead < n_tables) prefetch_bucket(t + kIdxAhead);
       const uint32_t* off = offsets(t);
       const uint16_t* idx = c.index.data() + t * c.n + off[0];
       for (size_t len = off[1] - off[0]; len;) {
@@ -164,7 +165,7 @@ void HashTables::count_collisions(const uint16_t* qcodes, uint8_t* count, std::v
   // Tail: 8 codes per SSE2 compare; matches are rare (about 1 in 2^K).
   const int nt = static_cast<int>(tail_pos_.size());
   if (nt == 0) return;
-  for (int t = 0; t < l_; ++t) {
+  for (int t = 0; t < n_tables; ++t) {
     const uint16_t* tc = tail_codes_.data() + t * kTailTokens;
     const __m128i q = _mm_set1_epi16(static_cast<short>(qcodes[t]));
     for (int j = 0; j < nt; j += 8) {  // tail_codes_ has kTailTokens (multiple of 8) slots
@@ -181,13 +182,15 @@ void HashTables::count_collisions(const uint16_t* qcodes, uint8_t* count, std::v
 }
 
 int64_t HashTables::retrieve(const uint16_t* qcodes, uint32_t threshold, CollisionCounts& counts, uint32_t* out,
-                             Isa isa) const {
+                             Isa isa, int n_tables) const {
   check(threshold >= 1 && threshold <= 255, "lsh: collision threshold must be in [1, 255]");
+  check(n_tables >= 0 && n_tables <= l_, "lsh: n_tables must be in [0, L]");
+  const int tables = n_tables == 0 ? l_ : n_tables;
   const int64_t n = end_, padded = (n + 63) / 64 * 64;
   if (static_cast<int64_t>(counts.count.size()) < padded)
     counts.count.resize(std::max<size_t>(static_cast<size_t>(padded), counts.count.size() * 5 / 4 / 64 * 64), 0);
-  if (l_ > 255) count_collisions<true>(qcodes, counts.count.data(), counts.staged);
-  else count_collisions<false>(qcodes, counts.count.data(), counts.staged);
+  if (tables > 255) count_collisions<true>(qcodes, tables, counts.count.data(), counts.staged);
+  else count_collisions<false>(qcodes, tables, counts.count.data(), counts.staged);
   return take_candidates(counts.count.data(), n, threshold, out, isa);
 }
 

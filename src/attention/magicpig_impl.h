@@ -1,5 +1,6 @@
 // The MagicPIG policy class, exposed (beyond make_magicpig_attention) so that tests can inspect
-// its projection, centring means and candidate sets. Not for use by the engine.
+// its projection, centring means and candidate sets, and so that magicpig-adaptive can reuse its
+// tables and exact part (magicpig_adaptive_impl.h). Not for use by the engine.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -12,12 +13,13 @@
 
 namespace mp::attn {
 
-class MagicPigAttention final : public LayeredPolicy {
+class MagicPigAttention : public LayeredPolicy {
  public:
   // Uses magicpig's default dense layers whatever cfg.name says.
   MagicPigAttention(const Config& cfg, const HeadShape& shape);
 
   void prefill_done(int layer, const KvView& kv, int n_threads) override;
+  void set_sum_reducer(SumReducer reduce) override { reduce_ = std::move(reduce); }
   std::unique_ptr<SequenceAttention> clone() const override;
   size_t aux_bytes() const override;
 
@@ -39,7 +41,7 @@ class MagicPigAttention final : public LayeredPolicy {
   // Bytes of the hash tables only (offsets + indices + tails), all layers and heads.
   size_t table_bytes() const;
 
- private:
+ protected:
   struct HeadState {
     std::vector<float> mean;      // [head_dim]
     std::vector<float> key_norm;  // |k - mean| by position (valid where hashed)
@@ -79,6 +81,7 @@ class MagicPigAttention final : public LayeredPolicy {
   std::vector<LayerState> layers_;
   std::vector<Scratch> scratch_;  // per OpenMP thread
   bool record_ = false;
+  SumReducer reduce_;  // context parallelism: the centring mean over every shard (policy.h)
   std::vector<std::vector<uint32_t>> recorded_;
 };
 

@@ -3,7 +3,9 @@
 // policy only decides how each generated token attends to the cache.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +44,10 @@ struct Config {
   double budget = 0.02;
   int page_size = 16;  // quest
   uint64_t sample_seed = 1234;  // oracle-sampling
+  // magicpig-adaptive: target relative error of each head's output and the fraction of
+  // (layer, head, step) allowed above it
+  double eps = 0.1;
+  double delta = 0.05;
 
   // Throws mp::Error naming the first out-of-range parameter by its field name ("lsh_k must be
   // in [0, 16], got 17"); the ranges are the registry's (registry.h).
@@ -72,6 +78,13 @@ class SequenceAttention {
   // src/parallel). The default throws mp::Error: a policy whose output is not a softmax over its
   // keys (oracle-sampling) has no normaliser to report.
   virtual void attend_with_lse(int layer, const KvView& kv, const float* q, float* out, float* lse, int n_threads);
+  // Context parallelism (src/parallel): a policy whose structures depend on a statistic of the
+  // whole prompt (magicpig's centring mean of the offloaded keys) passes its shard's sums to
+  // `reduce`, which replaces them in place by the sums over every shard, so that each shard
+  // builds what one process would. Called from prefill_done, once per sparse layer, on every
+  // rank (a collective). Policies without such a statistic ignore it.
+  using SumReducer = std::function<void(std::span<double> sums)>;
+  virtual void set_sum_reducer(SumReducer reduce) {}
   // Deep copy (used when a sequence is forked).
   virtual std::unique_ptr<SequenceAttention> clone() const = 0;
   virtual const Cost& cost() const = 0;

@@ -10,6 +10,7 @@
 #include "attention/baselines.h"
 #include "attention/lsh.h"
 #include "attention/magicpig.h"
+#include "attention/magicpig_adaptive.h"
 #include "common/error.h"
 
 namespace mp::attn {
@@ -43,6 +44,13 @@ const ParamDesc kPageSize{"page-size", "page_size", ParamType::Int, 1, 1 << 16, 
 const ParamDesc kSampleSeed{"seed", "sample_seed", ParamType::Seed, 0, 0, "seed of the key sampling", false,
                             MP_INT_FIELD(sample_seed)};
 
+const ParamDesc kEps{"eps", "eps", ParamType::Fraction, 0, 1,
+                     "target relative L2 error of each head's attention output", true, MP_REAL_FIELD(eps)};
+// The normal bound the policy claims holds for a chi-square tail only up to P = 0.215
+// (magicpig_adaptive.h), hence the cap.
+const ParamDesc kDelta{"delta", "delta", ParamType::Fraction, 0, 0.2,
+                       "allowed fraction of head-steps whose error exceeds eps", true, MP_REAL_FIELD(delta)};
+
 #undef MP_INT_FIELD
 #undef MP_REAL_FIELD
 
@@ -66,6 +74,11 @@ const std::vector<PolicyDesc>& policy_registry() {
        [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // the paper's choice
        magicpig_aux_bytes,
        make_magicpig_attention},
+      {"magicpig-adaptive",
+       {&kLshK, &kLshL, &kThreshold, &kEps, &kDelta, &kSinks, &kLocal, &kLshSeed},
+       [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // magicpig's
+       magicpig_adaptive_aux_bytes,
+       make_magicpig_adaptive_attention},
       {"topk", {&kBudget}, no_dense_layers, topk_aux_bytes, make_topk_attention},
       {"quest",
        {&kBudget, &kPageSize, &kLocal},

@@ -94,6 +94,7 @@ class Sequence {
 
  private:
   friend struct SequenceBatchAccess;  // engine/batch.cpp: decodes several sequences in one pass
+  friend struct SequenceDeviceAccess;  // backends/cuda/cuda_decoder.cpp: decodes on a GPU
   Sequence(const Sequence& other, int);  // fork
   void prefill_impl(std::span<const int32_t> tokens, bool all_logits,
                     const std::function<void(int64_t, int64_t)>& progress,

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 
+#include "attention/bound_report.h"
 #include "common/error.h"
 
 namespace mp::eval {
@@ -51,8 +52,19 @@ void AttentionProbe::attend(int layer, const KvView& kv, const float* q, float* 
     pol.attend(layer, kv, q, out_p_.data(), n_threads);
     const attn::Cost& after = pol.cost();
     costs_.push_back({p, layer, step, after.keys_read - before.keys_read, after.keys_total - before.keys_total});
-    for (int h = 0; h < shape_.n_head; ++h)
-      errors_.push_back({p, layer, h, step, relative_l2(out_p_.data() + size_t(h) * hd, out + size_t(h) * hd, hd)});
+    const auto* reporter = dynamic_cast<const attn::BoundReporter*>(&pol);
+    const std::span<const attn::HeadBound> bounds = reporter ? reporter->last_bounds() : std::span<const attn::HeadBound>{};
+    for (int h = 0; h < shape_.n_head; ++h) {
+      HeadError e{p, layer, h, step, relative_l2(out_p_.data() + size_t(h) * hd, out + size_t(h) * hd, hd)};
+      if (size_t(h) < bounds.size()) {
+        e.bound = bounds[h].bound;
+        e.sd = bounds[h].sd;
+        e.rung = bounds[h].rung;
+        e.exact = bounds[h].exact;
+        e.keys_read = bounds[h].keys_read;
+      }
+      errors_.push_back(e);
+    }
   }
 }
 

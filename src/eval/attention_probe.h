@@ -4,6 +4,7 @@
 // policies are compared on identical states (docs/eval_attention.md).
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -17,6 +18,13 @@ struct HeadError {
   int head = 0;     // query head
   int64_t step = 0; // decode step: kv.n_tokens - kv.n_prompt - 1
   double rel_l2 = 0;  // ||o_p - o_dense|| / ||o_dense|| (0 when both are 0)
+  // What the policy claimed for this head and step (attention/bound_report.h); NaN / -1 for
+  // policies that claim nothing and on their dense layers.
+  double bound = std::numeric_limits<double>::quiet_NaN();
+  double sd = std::numeric_limits<double>::quiet_NaN();
+  int rung = -1;
+  bool exact = false;
+  int64_t keys_read = -1;  // prompt keys this head read, where the policy reports it
 };
 
 // What a policy read in one (layer, step), from the change of its cost() counters over the

@@ -114,11 +114,18 @@ void write_attention_error_csv(const AttentionErrorRun& run, const std::string& 
   const size_t nl = size_t(run.n_layer), ns = size_t(run.steps);
   std::vector<double> cost(run.policies.size() * nl * ns, 1.0);
   for (const LayerCost& c : run.costs) cost[(c.policy * nl + c.layer) * ns + size_t(c.step)] = c.fraction();
-  f << "policy,params,layer,head,step,rel_l2,cost\n";
+  // bound, sd, rung, keys: the policy's claim and the head's prompt keys read
+  // (attention/bound_report.h), empty where it made none.
+  f << "policy,params,layer,head,step,rel_l2,cost,bound,sd,rung,keys\n";
   for (const HeadError& e : run.errors) {
     const PolicySpec& p = run.policies[e.policy];
     f << p.name() << ',' << p.params() << ',' << e.layer << ',' << e.head << ',' << e.step << ',' << g(e.rel_l2)
-      << ',' << g(cost[(e.policy * nl + e.layer) * ns + size_t(e.step)]) << '\n';
+      << ',' << g(cost[(e.policy * nl + e.layer) * ns + size_t(e.step)]) << ',';
+    if (e.rung >= 0)
+      f << g(e.bound) << ',' << g(e.sd) << ',' << (e.exact ? std::string("exact") : std::to_string(e.rung)) << ','
+        << e.keys_read;
+    else f << ",,,";
+    f << '\n';
   }
   check(f.good(), "error writing '" + path + "'");
 }

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <csignal>
 #include <chrono>
 #include <cmath>
@@ -54,8 +55,14 @@ int64_t env_int(const char* name, int64_t fallback) {
 
 attn::Config shard_policy_config(const attn::Config& cfg, const ShardPlan& plan, int rank, int64_t n_prompt) {
   attn::Config c = cfg;
-  if (rank != plan.owner(0)) c.sinks = 0;
-  if (n_prompt <= 0 || rank != plan.owner(n_prompt - 1)) c.local = 0;
+  const int64_t b = plan.begin(rank), n = plan.held(rank, n_prompt);
+  // A shard's sinks are its first positions and its window its last prompt positions: each
+  // shard keeps exact the part of the global sinks [0, sinks) and window [n_prompt - local,
+  // n_prompt) it holds. The prompt's last shard keeps the whole `local`, so that generated
+  // tokens leave its window (and are hashed) when they would leave one process's.
+  c.sinks = int(std::clamp<int64_t>(cfg.sinks - b, 0, n));
+  if (n_prompt <= 0 || rank != plan.owner(n_prompt - 1))
+    c.local = int(std::clamp<int64_t>(b + n - std::max<int64_t>(n_prompt - cfg.local, b), 0, n));
   return c;
 }
 
@@ -79,12 +86,29 @@ ContextParallelSequence::ContextParallelSequence(const Model& model, Comm& comm,
 
 ContextParallelSequence::~ContextParallelSequence() = default;
 
+void ContextParallelSequence::check_options(const Model& model, const SequenceOptions& seq) { resolved(model, seq); }
+
 void ContextParallelSequence::finish_prompt() {
   if (policy_) return;
   const attn::Config cfg = shard_policy_config(opt_.attention, plan_, comm_.rank(), n_tokens());
   policy_ = attn::make_sequence_attention(cfg, head_shape(model_.hp));
+  policy_->set_sum_reducer([this](std::span<double> sums) { sum_over_ranks(sums); });
   cache_->mark_prompt_end();
   for (int l = 0; l < model_.hp.n_layer; ++l) policy_->prefill_done(l, cache_->view(l), opt_.n_threads);
+}
+
+// Every rank adds the same parts in rank order: the result is bit-identical on every rank.
+void ContextParallelSequence::sum_over_ranks(std::span<double> sums) {
+  const int R = comm_.size();
+  std::vector<double> all(sums.size() * size_t(R));
+  const auto t0 = Clock::now();
+  comm_.allgather(sums.data(), all.data(), sums.size_bytes());
+  stats_.wait_s += std::chrono::duration<double>(Clock::now() - t0).count();
+  for (size_t i = 0; i < sums.size(); ++i) {
+    double s = 0;
+    for (int r = 0; r < R; ++r) s += all[size_t(r) * sums.size() + i];
+    sums[i] = s;
+  }
 }
 
 void ContextParallelSequence::attend_layer(int layer, const float* q, float* out) {

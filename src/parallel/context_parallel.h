@@ -47,6 +47,10 @@ class ContextParallelSequence {
   // has no normaliser to merge by).
   ContextParallelSequence(const Model& model, Comm& comm, const ContextParallelOptions& opt);
   ~ContextParallelSequence();
+  // Throws the mp::Error that the constructor throws on every rank alike for these options
+  // (context size, sliding-window layers, oracle-sampling, policy parameters), without
+  // communicating: one rank can refuse them before asking the others to start.
+  static void check_options(const Model& model, const SequenceOptions& seq);
 
   // The prompt (the same tokens on every rank), into an empty sequence, exact attention.
   void prefill(std::span<const int32_t> tokens);
@@ -71,6 +75,7 @@ class ContextParallelSequence {
  private:
   [[noreturn]] void fail_on_purpose();
   void attend_layer(int layer, const float* q, float* out);
+  void sum_over_ranks(std::span<double> sums);  // the policy's whole-prompt statistics
   void exchange_layer_kv(int layer, std::vector<uint16_t>& mine, std::vector<std::vector<uint16_t>>& from);
 
   const Model& model_;

@@ -56,13 +56,13 @@ struct HttpServer::Impl {
   const Model& model;
   ServerOptions opt;
   Metrics metrics;
-  std::unique_ptr<Scheduler> scheduler;
+  std::unique_ptr<Engine> scheduler;
   httplib::Server http;
   int bound_port = -1;
 
-  Impl(const Model& m, const ServerOptions& o) : model(m), opt(o) {
+  Impl(const Model& m, const ServerOptions& o, const EngineFactory& make_engine) : model(m), opt(o) {
     if (opt.model_id.empty()) opt.model_id = m.file.path().empty() ? "magicpig" : std::filesystem::path(m.file.path()).filename().string();
-    scheduler = std::make_unique<Scheduler>(model, opt, metrics);
+    scheduler = make_engine ? make_engine(model, opt, metrics) : std::make_unique<Scheduler>(model, opt, metrics);
     const size_t threads = size_t(opt.n_parallel + opt.max_queue + 8);
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     http.set_payload_max_length(opt.max_body_bytes);
@@ -258,7 +258,8 @@ struct HttpServer::Impl {
   }
 };
 
-HttpServer::HttpServer(const Model& model, const ServerOptions& opt) : impl_(std::make_unique<Impl>(model, opt)) {}
+HttpServer::HttpServer(const Model& model, const ServerOptions& opt, EngineFactory make_engine)
+    : impl_(std::make_unique<Impl>(model, opt, make_engine)) {}
 HttpServer::~HttpServer() {
   stop();
   impl_->scheduler->stop();

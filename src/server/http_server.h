@@ -1,6 +1,7 @@
 // `magicpig serve`: the OpenAI-compatible HTTP front end (cpp-httplib) over the Scheduler.
 // Endpoints and limits: docs/server.md.
 #pragma once
+#include <functional>
 #include <memory>
 
 #include "server/server_options.h"
@@ -11,9 +12,14 @@ struct Model;
 
 namespace mp::server {
 
+class Engine;
+class Metrics;
+// Makes the engine the server submits requests to (default: a Scheduler).
+using EngineFactory = std::function<std::unique_ptr<Engine>(const Model&, const ServerOptions&, Metrics&)>;
+
 class HttpServer {
  public:
-  HttpServer(const Model& model, const ServerOptions& opt);
+  HttpServer(const Model& model, const ServerOptions& opt, EngineFactory make_engine = {});
   ~HttpServer();
   // Binds host:port (port 0: a free port); throws mp::Error naming the address on failure.
   // Returns the port bound.

@@ -17,8 +17,8 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_between(Clock::time_point a, Clock::time_point b) { return std::chrono::duration<double, std::milli>(b - a).count(); }
 
-// log-softmax of the sampled token and the `top` most likely tokens, from the logits the
-// token was drawn from (the model's distribution, before temperature and truncation).
+}  // namespace
+
 TokenLogprob logprobs_of(std::span<const float> logits, int32_t tok, int top) {
   TokenLogprob lp;
   lp.token = tok;
@@ -36,6 +36,7 @@ TokenLogprob logprobs_of(std::span<const float> logits, int32_t tok, int top) {
   return lp;
 }
 
+namespace {
 Event failed(int status, const std::string& msg, const std::string& code = "", const std::string& type = "server_error") {
   Event e;
   e.kind = Event::Kind::Failed;

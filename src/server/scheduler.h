@@ -15,6 +15,7 @@
 #include <thread>
 
 #include "engine/memory_budget.h"
+#include "server/engine.h"
 #include "server/metrics.h"
 #include "server/prefix_cache.h"
 #include "server/request.h"
@@ -23,21 +24,21 @@
 
 namespace mp::server {
 
-class Scheduler {
+class Scheduler final : public Engine {
  public:
   Scheduler(const Model& model, const ServerOptions& opt, Metrics& metrics);
-  ~Scheduler();  // stops the engine thread; unfinished requests fail with 503
+  ~Scheduler() override;  // stops the engine thread; unfinished requests fail with 503
   Scheduler(const Scheduler&) = delete;
   Scheduler& operator=(const Scheduler&) = delete;
 
   // Queues a request. Throws ApiError 429 (with Retry-After) when the queue is full.
-  std::shared_ptr<RequestHandle> submit(GenerationRequest req);
-  void stop();
+  std::shared_ptr<RequestHandle> submit(GenerationRequest req) override;
+  void stop() override;
 
-  int64_t queue_depth() const { return queue_depth_.load(); }
-  int64_t active() const { return active_.load(); }
-  const MemoryBudget& memory() const { return *budget_; }
-  const PrefixCache& prefix_cache() const { return prefix_cache_; }
+  int64_t queue_depth() const override { return queue_depth_.load(); }
+  int64_t active() const override { return active_.load(); }
+  const MemoryBudget& memory() const override { return *budget_; }
+  const PrefixCache& prefix_cache() const override { return prefix_cache_; }
 
  private:
   struct Slot;
@@ -61,5 +62,9 @@ class Scheduler {
   std::atomic<int64_t> queue_depth_{0}, active_{0};
   std::thread thread_;
 };
+
+// log-softmax of the sampled token and the `top` most likely tokens, from the logits the
+// token was drawn from (the model's distribution, before temperature and truncation).
+TokenLogprob logprobs_of(std::span<const float> logits, int32_t tok, int top);
 
 }  // namespace mp::server

@@ -87,7 +87,7 @@ TEST(Policy, ValidateNamesTheBadField) {
   EXPECT_NE(validate_error(c).find("dense_layers"), std::string::npos);
   c = {};
   c.name = "flash";
-  EXPECT_EQ(validate_error(c), "unknown policy 'flash' (known: dense, magicpig, topk, quest, oracle-sampling, streaming)");
+  EXPECT_EQ(validate_error(c), "unknown policy 'flash' (known: dense, magicpig, magicpig-adaptive, topk, quest, oracle-sampling, streaming)");
   EXPECT_NE(validate_error(Config{}, HeadShape{32, 30, 8, 128}).find("multiple of n_kv_head"), std::string::npos);
   Config bad;
   bad.lsh_k = 20;
@@ -155,7 +155,10 @@ TEST(Policy, FactoryBuildsEveryPolicyAndClonesBehaveIdentically) {
     } else {
       // 2 sparse layers x 8 heads x 3 steps over n_p prompt keys
       EXPECT_EQ(p->cost().keys_total, 2.0 * 8 * 3 * n_p) << name;
-      EXPECT_LT(p->cost().fraction(), 1.0) << name;
+      // magicpig-adaptive may read every key: on random keys with zero-mean values no sample
+      // meets its error bound, so it falls back to exact attention.
+      if (name == "magicpig-adaptive") EXPECT_LE(p->cost().fraction(), 1.0) << name;
+      else EXPECT_LT(p->cost().fraction(), 1.0) << name;
     }
   }
 }

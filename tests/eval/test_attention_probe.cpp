@@ -4,6 +4,7 @@
 
 #include <cmath>
 
+#include "attention/bound_report.h"
 #include "attention/dense.h"
 #include "common/error.h"
 #include "common/rng.h"
@@ -128,7 +129,9 @@ TEST(AttentionProbe, ErrorsAndCostsMatchDirectCalls) {
   cache.set_n_tokens(n_prompt);
   cache.mark_prompt_end();
 
-  std::vector<PolicySpec> specs = parse_policy_list("magicpig:K=4:L=20:local=8,topk:budget=0.05,oracle-sampling:budget=0.05,quest:budget=0.1");
+  std::vector<PolicySpec> specs = parse_policy_list(
+      "magicpig:K=4:L=20:local=8,topk:budget=0.05,oracle-sampling:budget=0.05,quest:budget=0.1,"
+      "magicpig-adaptive:K=4:L=20:local=8:eps=0.3");
   for (PolicySpec& s : specs) {  // layer 1 sparse for every policy
     s.cfg.dense_layers = {0};
     s.cfg.dense_layers_set = true;
@@ -179,8 +182,20 @@ TEST(AttentionProbe, ErrorsAndCostsMatchDirectCalls) {
         EXPECT_EQ(e.head, h);
         EXPECT_EQ(e.step, step);
         EXPECT_NEAR(e.rel_l2, std::sqrt(diff / norm), 1e-12) << specs[p].entry << " head " << h;
-        if (specs[p].cfg.name != "quest") {
+        if (specs[p].cfg.name != "quest" && !e.exact) {
           EXPECT_GT(e.rel_l2, 0.0) << specs[p].entry;
+        }
+        // The claimed bound is the policy's own report for this head, or none.
+        const auto* rep = dynamic_cast<const attn::BoundReporter*>(direct[p].get());
+        if (rep) {
+          ASSERT_EQ(rep->last_bounds().size(), size_t(shape.n_head));
+          EXPECT_EQ(e.bound, rep->last_bounds()[h].bound);
+          EXPECT_EQ(e.sd, rep->last_bounds()[h].sd);
+          EXPECT_EQ(e.rung, rep->last_bounds()[h].rung);
+          EXPECT_EQ(e.keys_read, rep->last_bounds()[h].keys_read);
+        } else {
+          EXPECT_EQ(e.rung, -1);
+          EXPECT_TRUE(std::isnan(e.bound));
         }
       }
     }

@@ -96,5 +96,22 @@ TEST(EvalText, ReadsExactlyOneSource) {
   EXPECT_NE(err("", dir.file("missing.txt")).find("cannot read text file"), std::string::npos);
 }
 
+TEST(PolicySpecs, AdaptiveEntryRoundTrips) {
+  const PolicySpec s = parse_policy_spec("magicpig-adaptive:eps=0.2:delta=0.1:K=8:L=75");
+  EXPECT_EQ(s.cfg.name, "magicpig-adaptive");
+  EXPECT_DOUBLE_EQ(s.cfg.eps, 0.2);
+  EXPECT_DOUBLE_EQ(s.cfg.delta, 0.1);
+  EXPECT_EQ(s.cfg.lsh_k, 8);
+  EXPECT_EQ(s.cfg.lsh_l, 75);
+  EXPECT_EQ(s.params(), "K=8:L=75:threshold=2:eps=0.2:delta=0.1:sinks=4:local=64");
+  const PolicySpec back = parse_policy_spec(s.label());
+  EXPECT_EQ(back.label(), s.label());
+  EXPECT_DOUBLE_EQ(back.cfg.eps, 0.2);
+  EXPECT_DOUBLE_EQ(back.cfg.delta, 0.1);
+  EXPECT_NE(error_of("magicpig:eps=0.1").find("unknown key 'eps' for magicpig"), std::string::npos);
+  EXPECT_NE(error_of("magicpig-adaptive:delta=0.5").find("delta must be in"), std::string::npos);
+  EXPECT_NE(error_of("magicpig-adaptive:eps=0").find("eps must be in"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace mp::eval

@@ -91,9 +91,11 @@ TEST(ContextParallel, StreamingMatchesOneProcess) {
   EXPECT_LT(worst, 1e-5);
 }
 
-// MagicPIG with a fixed LSH seed is deterministic at a given rank count. Across rank counts the
-// keys are centred per shard (docs/scale-out.md), so the sampled sets can differ: at one rank the
-// tokens must match one process; at more ranks the test records the agreement.
+// MagicPIG with a fixed LSH seed: deterministic at a given rank count, and, with the centring
+// mean summed over the shards (one all-gather per sparse layer when the prompt ends), the same
+// hash codes, candidate sets and collision probabilities as one process, so the same greedy
+// tokens at every rank count. Logits differ by the merge's rounding (and by what a rounding of an
+// activation does to a query's hash bit near a hyperplane), hence the looser bound past 1 rank.
 TEST(ContextParallel, MagicpigFixedSeed) {
   const Trace a = run_context_parallel("magicpig");
   const Trace b = run_context_parallel("magicpig");
@@ -107,10 +109,8 @@ TEST(ContextParallel, MagicpigFixedSeed) {
   for (int i = 0; i < kSteps; ++i) worst = std::max(worst, relative_error(a.logits[i], ref.logits[i]));
   std::printf("[parallel] %d ranks, magicpig: %d of %d greedy tokens as one process, largest relative logit "
               "difference %.3g\n", g_comm->size(), same, kSteps, worst);
-  if (g_comm->size() == 1) {
-    EXPECT_EQ(a.tokens, ref.tokens);
-    EXPECT_LT(worst, 1e-5);
-  }
+  EXPECT_EQ(a.tokens, ref.tokens);
+  EXPECT_LT(worst, g_comm->size() == 1 ? 1e-5 : 1e-4);  // per-shard centring gave 0.3
 }
 
 // quest and topk run per shard (their budget is per shard: docs/scale-out.md); they must run and
@@ -142,6 +142,24 @@ TEST(ContextParallel, ShardThatDoesNotFitIsRefusedOnEveryRank) {
     EXPECT_NE(std::string(e.what()).find("does not fit"), std::string::npos) << e.what();
     EXPECT_EQ(std::string(e.what()).rfind("rank 0: its shard of", 0), 0u) << e.what();
   }
+}
+
+// Sliding-window layers (Gemma 3) attend over their last `window` positions inside the forward
+// pass, which the shards do not split: refused with the reason, on every rank alike.
+TEST(ContextParallel, SlidingWindowModelIsRefused) {
+  std::unique_ptr<Model> m = Model::load(std::string(MAGICPIG_SOURCE_DIR) + "/models/default.gguf");
+  m->hp.sliding_window = 64;
+  m->hp.layer_slides.assign(size_t(m->hp.n_layer), 0);
+  m->hp.layer_slides[0] = 1;
+  ContextParallelOptions po;
+  po.seq = options("dense", 100);
+  try {
+    ContextParallelSequence seq(*m, *g_comm, po);
+    ADD_FAILURE() << "a model with sliding-window layers was accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("does not support sliding-window layers"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(ContextParallelSequence::check_options(*m, po.seq), Error);
 }
 
 TEST(ContextParallel, OracleSamplingIsRefused) {

@@ -82,5 +82,22 @@ TEST(ShardPolicyConfig, SinksOnFirstShardWindowOnLastPromptShard) {
   EXPECT_EQ(shard_policy_config(c, p, 3, 250).local, 0);
 }
 
+// A window [n_prompt - local, n_prompt) that starts on an earlier shard: that shard keeps its
+// part of it exact (its last prompt positions), so no window key is sampled there.
+TEST(ShardPolicyConfig, WindowAcrossTwoShardsStaysExactOnBoth) {
+  attn::Config c;
+  c.sinks = 4;
+  c.local = 64;
+  const ShardPlan p{4, 100, 400};  // a prompt of 230: window [166, 230), 34 on rank 1, 30 on rank 2
+  EXPECT_EQ(shard_policy_config(c, p, 0, 230).local, 0);
+  EXPECT_EQ(shard_policy_config(c, p, 1, 230).local, 34);
+  EXPECT_EQ(shard_policy_config(c, p, 2, 230).local, 64);  // the whole window: generated tokens leave it as in one process
+  EXPECT_EQ(shard_policy_config(c, p, 3, 230).local, 0);
+  c.sinks = 130;  // sinks past the first shard: rank 1 keeps its first 30 positions exact
+  EXPECT_EQ(shard_policy_config(c, p, 0, 230).sinks, 100);
+  EXPECT_EQ(shard_policy_config(c, p, 1, 230).sinks, 30);
+  EXPECT_EQ(shard_policy_config(c, p, 2, 230).sinks, 0);
+}
+
 }  // namespace
 }  // namespace mp::parallel

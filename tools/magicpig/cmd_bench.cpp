@@ -9,7 +9,10 @@
 #include <iterator>
 #include <numeric>
 
+#include "bench_parallel.h"
+#include "bench_cuda.h"
 #include "common.h"
+#include "device_options.h"
 #include "common/error.h"
 #include "common/rng.h"
 #include "engine/batch.h"
@@ -199,15 +202,46 @@ int cmd_bench(int argc, char** argv) {
           [&](const std::string& v) { o.overlap_tables = parse_list<int>("--overlap-tables", v, 0, 1); });
   a.value({"-t", "--threads"}, "LIST", "thread counts (default: all cores)",
           [&](const std::string& v) { o.threads = parse_list<int>("-t", v, 1, 1024); });
+  ParallelRunOptions par;
+  add_parallel_run_options(a, par);
+  DeviceOptions dev;
+  add_device_options(a, dev);
   if (!a.parse(argc, argv, 2)) return 0;
+  check(!dev.cuda() || !par.context_parallel, "--device cuda does not work with --context-parallel");
+  check_device_available(dev);
   if (o.threads.empty()) o.threads = {default_threads()};
+  if (par.context_parallel) {
+    check(o.depth_fill == "prefill", "--depth-fill random does not work with --context-parallel (use prefill)");
+    check(o.n_seq == std::vector<int>{1}, "-np: --context-parallel decodes one sequence (use -np 1)");
+    check(o.overlap_tables.empty(), "--overlap-tables does not work with --context-parallel");
+  }
 
   const std::string path = resolve_model_path(mo.model);
   std::unique_ptr<Model> model = Model::load(path);
   const int64_t max_extra = std::max(*std::max_element(o.n_prompt.begin(), o.n_prompt.end()),
                                      *std::max_element(o.n_gen.begin(), o.n_gen.end()));
   std::vector<Row> rows;
-  const auto budget = std::make_shared<MemoryBudget>();
+  if (par.context_parallel) {
+    const ParallelBenchSpec spec{o.n_prompt, o.n_gen, o.depth, o.attn, o.threads, o.reps, o.no_warmup,
+                                 ac, kv_type_for(mo, *model), par};
+    std::vector<ParallelBenchRow> cp_rows;
+    bool lead = false;
+    const int rc = bench_context_parallel(
+        *model, spec, [&](int64_t n) { return token_source(*model, o, n); }, cp_rows, lead);
+    if (!lead) return rc;
+    for (ParallelBenchRow& c : cp_rows) {
+      Row r{c.attn, 1, c.threads, c.n_prompt, c.n_gen, c.depth, std::move(c.ns)};
+      r.key_fraction = c.key_fraction;
+      r.kv_bytes = c.kv_bytes;
+      r.aux_bytes = c.aux_bytes;
+      r.peak_rss = c.peak_rss;
+      r.table_build_s = c.table_build_s;
+      rows.push_back(std::move(r));
+    }
+    print_rows(rows, *model, path, o, ac);
+    return 0;
+  }
+  const auto budget = std::make_shared<MemoryBudget>(par.mem_limit);
   for (int threads : o.threads)
     for (int64_t depth : o.depth) {
       SequenceOptions so;
@@ -269,9 +303,23 @@ int cmd_bench(int argc, char** argv) {
         const auto tb = Clock::now();
         prepared.finish_prompt();
         const double build_s = std::chrono::duration<double>(Clock::now() - tb).count();
+        // --device cuda: a decoder for this policy's generation rows, planned for the batch of the
+        // row at hand (kept while the batches fit in it); rows it refuses are skipped.
+        std::unique_ptr<cuda::CudaDecoder> gpu;
+        int gpu_batch = 0;
         for (int64_t ng : o.n_gen)
           for (int n_seq : o.n_seq) {
             if (ng == 0) continue;
+            if (dev.cuda()) {
+              Row r{name + "@cuda", n_seq, threads, 0, ng, depth, {}};
+              r.table_build_s = build_s;
+              if (bench_gpu_row(gpu, gpu_batch, *model, so, dev, prepared, n_seq, ng, o.reps, !o.no_warmup, tokens,
+                                depth, max_extra, r.ns, r.key_fraction, r.kv_bytes, r.aux_bytes)) {
+                r.peak_rss = peak_rss_bytes();
+                rows.push_back(r);
+              }
+              continue;
+            }
             Row r{name, n_seq, threads, 0, ng, depth, {}};
             r.table_build_s = build_s;
             if (!o.no_warmup) prepared.fork()->step(tokens[size_t(depth)]);

@@ -9,6 +9,7 @@
 #include "common.h"
 #include "common/error.h"
 #include "eval/attention_probe_run.h"
+#include "eval/bound_coverage.h"
 #include "model/forward.h"
 #include "model/model.h"
 
@@ -117,6 +118,17 @@ int cmd_eval_attention_error(int argc, char** argv) {
               "cost = prompt keys read / prompt keys\n");
   std::fprintf(stderr, "wrote %s/{attention_error.csv, attention_error_layers.csv, summary.csv, summary.md}\n",
                dir.c_str());
+  // Policies that claim an error bound per head-step (magicpig-adaptive): is it honest?
+  const std::vector<eval::BoundCoverage> coverage = eval::bound_coverage(run);
+  if (!coverage.empty()) {
+    const std::string cmd = eval::coverage_markdown(coverage);
+    std::ofstream f(dir + "/coverage.csv"), g(dir + "/coverage.md");
+    f << eval::coverage_csv(coverage);
+    g << cmd;
+    check(f.good() && g.good(), "cannot write the coverage files in '" + dir + "'");
+    std::printf("\nclaimed bounds (sparse layers): err = ||o - o_dense|| / ||o_dense|| per head-step\n");
+    std::fputs(cmd.c_str(), stdout);
+  }
 
   if (!plot) return 0;
   const std::string script = find_plot_script();

@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "device_options.h"
 #include "run_parallel.h"
 #include "common/error.h"
 #include "engine/prompt_cache.h"
@@ -90,7 +91,11 @@ int cmd_run(int argc, char** argv) {
   add_attention_options(a, ac);
   ParallelRunOptions par;
   add_parallel_run_options(a, par);
+  DeviceOptions dev;
+  add_device_options(a, dev);
   if (!a.parse(argc, argv, 2)) return 0;
+  check(!dev.cuda() || !par.context_parallel, "--device cuda does not work with --context-parallel");
+  check_device_available(dev);
 
   check(prompt.empty() || prompt_file.empty(), "give either -p or -f, not both");
   if (!prompt_file.empty()) {
@@ -141,6 +146,13 @@ int cmd_run(int argc, char** argv) {
   }
 
   print_memory_plan(*model, so);
+  // Planned (and refused when it does not fit) before the prefill, which stays on the CPU.
+  std::unique_ptr<cuda::CudaDecoder> gpu;
+  if (dev.cuda()) {
+    SequenceOptions gso = so;
+    gso.n_ctx = seq->n_ctx();
+    gpu = make_cuda_decoder(*model, gso, dev, 1);
+  }
   int64_t reused = 0;
   if (!prompt_cache.empty()) {
     std::unique_ptr<Sequence> restored = restore_from_prompt_cache(*model, so, prompt_cache, ids, reused);
@@ -169,6 +181,7 @@ int cmd_run(int argc, char** argv) {
     }
   }
 
+  if (gpu) gpu->attach(*seq);
   Sampler sampler(sp);
   Utf8Stream out;
   const auto t_gen = Clock::now();
@@ -178,16 +191,25 @@ int cmd_run(int argc, char** argv) {
     if (!ignore_eos && model->tokenizer.is_eog(tok)) break;
     std::fputs(out.push(model->tokenizer.token_to_piece(tok)).c_str(), stdout);
     std::fflush(stdout);
-    if (generated + 1 < n_predict) seq->step(tok);
+    if (generated + 1 < n_predict) {
+      if (gpu) {
+        Sequence* one[] = {seq.get()};
+        const int32_t toks[] = {tok};
+        gpu->step(one, toks);
+      } else {
+        seq->step(tok);
+      }
+    }
   }
   std::fputs(out.flush().c_str(), stdout);
   std::fputs("\n", stdout);
   const double gen_s = seconds_since(t_gen);
 
   const attn::Cost& cost = seq->cost();
-  std::fprintf(stderr, "\nmagicpig: model %s (%s, %d layers, %d/%d heads, ctx %lld), attention %s, %d threads\n",
+  std::fprintf(stderr, "\nmagicpig: model %s (%s, %d layers, %d/%d heads, ctx %lld), attention %s, %d threads%s\n",
                path.c_str(), human_bytes(double(model->weight_bytes())).c_str(), model->hp.n_layer, model->hp.n_head,
-               model->hp.n_kv_head, (long long)seq->n_ctx(), ac.name.c_str(), so.n_threads);
+               model->hp.n_kv_head, (long long)seq->n_ctx(), ac.name.c_str(), so.n_threads,
+               gpu ? ", decode on cuda" : "");
   std::fprintf(stderr, "load time   = %10.2f ms\n", load_s * 1e3);
   if (!rest.empty())
     std::fprintf(stderr, "prompt eval = %10.2f ms / %5zu tokens (%8.2f ms per token, %9.2f tokens per second)\n",

@@ -115,9 +115,15 @@ void add_parallel_run_options(Args& a, ParallelRunOptions& o) {
           [&o](const std::string& v) { o.mem_limit = size_t(parse_int("--mem-limit", v, 1, int64_t(1) << 30)) << 20; });
 }
 
+void check_context_parallel_model(const Model& model) {
+  check(model.hp.layer_slides.empty(),
+        "--context-parallel does not support models with sliding-window layers (" + model.hp.arch + ")");
+}
+
 int run_context_parallel(const Model& model, const std::string& path, const SequenceOptions& so,
                          const ParallelRunOptions& par, std::span<const int32_t> ids, const SamplerParams& sp,
                          int64_t n_predict, bool ignore_eos) {
+  check_context_parallel_model(model);
   std::unique_ptr<parallel::Comm> comm = parallel::world_comm();
   comm->set_timeout(par.timeout_s);
   try {

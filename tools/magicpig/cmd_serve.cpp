@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common.h"
+#include "serve_parallel.h"
 #include "common/error.h"
 #include "engine/sequence.h"
 #include "model/forward.h"
@@ -44,6 +45,8 @@ int cmd_serve(int argc, char** argv) {
   a.value({"--alias"}, "NAME", "model name in /v1/models and responses (default: the file name)",
           [&](const std::string& v) { so.model_id = v; });
   add_attention_options(a, so.attention);
+  ParallelRunOptions par;
+  add_parallel_serve_options(a, par);
   if (!a.parse(argc, argv, 2)) return 0;
 
   const std::string path = resolve_model_path(mo.model);
@@ -62,8 +65,9 @@ int cmd_serve(int argc, char** argv) {
     } catch (const Error& e) {
       throw Error(with_flag_names(e.what()));
     }
-    print_memory_plan(*model, check_opts);
+    if (!par.context_parallel) print_memory_plan(*model, check_opts);
   }
+  if (par.context_parallel) return serve_context_parallel(*model, path, so, par);
 
   // SIGINT/SIGTERM end the server from a thread of their own; SIGPIPE (a client that closed
   // its socket) must not end the process.

@@ -62,7 +62,8 @@ const std::vector<FlagOf>& attention_flags() {
       {"threshold", {"--lsh-threshold"}, "N"},   {"lsh_seed", {"--lsh-seed"}, "N"},
       {"sinks", {"--sinks"}, "N"},               {"local", {"--local"}, "N"},
       {"budget", {"--budget"}, "F"},             {"page_size", {"--page-size"}, "N"},
-      {"sample_seed", {}, "N"},
+      {"sample_seed", {}, "N"},                  {"eps", {"--eps"}, "F"},
+      {"delta", {"--delta"}, "F"},
   };
   return flags;
 }

@@ -19,6 +19,11 @@ struct ParallelRunOptions {
 
 void add_parallel_run_options(Args& a, ParallelRunOptions& o);
 
+// Refuses, before MPI starts (so every rank prints the same line and exits), a model that
+// context parallelism does not run: one with sliding-window layers (Gemma 3), whose window
+// attention is not split over the shards.
+void check_context_parallel_model(const Model& model);
+
 // Prefills ids over the ranks and decodes up to n_predict tokens (sampled on rank 0 and
 // broadcast, so all ranks feed the same token even if their logits ever differed).
 int run_context_parallel(const Model& model, const std::string& path, const SequenceOptions& so,

@@ -1,0 +1,249 @@
+// magicpig-adaptive: per head and step, the smallest rung of the ladder whose claimed error
+// bound meets eps (magicpig_adaptive_impl.h; docs/attention.md "magicpig-adaptive").
+#include "attention/magicpig_adaptive.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "attention/adaptive_estimate.h"
+#include "attention/block_kernels.h"
+#include "attention/dense.h"
+#include "attention/magicpig.h"
+#include "attention/magicpig_adaptive_impl.h"
+#include "attention/sampled_walk.h"
+#include "kernels/kernels.h"
+
+namespace mp::attn {
+
+MagicPigAdaptiveAttention::MagicPigAdaptiveAttention(const Config& cfg, const HeadShape& shape)
+    : MagicPigAttention(cfg, shape) {
+  ladder_ = std::make_shared<const AdaptiveLadder>(cfg.lsh_k, cfg.lsh_l, cfg.threshold);
+  z_ = normal_upper_quantile(cfg.delta / 2);
+  vnorm2_.resize(static_cast<size_t>(shape.n_layer) * shape.n_kv_head);
+  start_.assign(shape.n_layer, std::vector<uint8_t>(shape.n_head, static_cast<uint8_t>(ladder_->start())));
+}
+
+void MagicPigAdaptiveAttention::add_value_norms(int layer, const KvView& kv, int64_t begin, int64_t end) {
+  const int d = shape_.head_dim;
+  std::vector<float> row(d);
+  for (int h = 0; h < shape_.n_kv_head; ++h) {
+    std::vector<float>& vn = vnorm2_[static_cast<size_t>(layer) * shape_.n_kv_head + h];
+    if (static_cast<int64_t>(vn.size()) < end)
+      vn.resize(std::max<size_t>(static_cast<size_t>(end), vn.size() * 5 / 4), 0.0f);
+    for (int64_t p = begin; p < end; ++p) {
+      kernels::kv_to_f32(kv.dtype, kv.value(h, p), row.data(), d);
+      double ss = 0;
+      for (int i = 0; i < d; ++i) ss += static_cast<double>(row[i]) * row[i];
+      vn[p] = static_cast<float>(ss);
+    }
+  }
+}
+
+void MagicPigAdaptiveAttention::prefill_done(int layer, const KvView& kv, int n_threads) {
+  MagicPigAttention::prefill_done(layer, kv, n_threads);
+  const LayerState& st = layers_[layer];
+  if (st.sampled()) add_value_norms(layer, kv, st.off_begin, st.off_end);
+}
+
+void MagicPigAdaptiveAttention::check_attend(int layer, const KvView& kv) const {
+  MagicPigAttention::check_attend(layer, kv);
+  last_valid_ = false;
+}
+
+std::span<const HeadBound> MagicPigAdaptiveAttention::last_bounds() const {
+  if (!last_valid_) return {};
+  return last_;
+}
+
+void MagicPigAdaptiveAttention::attend_sparse(int layer, const KvView& kv, const float* q, float* out,
+                                              int n_threads, int64_t* keys_read) {
+  LayerState& st = layers_[layer];
+  const int H = shape_.n_head, d = shape_.head_dim, G = H / shape_.n_kv_head, n_kv = shape_.n_kv_head;
+  last_.assign(H, HeadBound{});
+  last_valid_ = true;
+  if (!st.sampled()) {  // nothing offloaded (short prompt): exact over everything
+    dense_decode(kv, shape_, q, out, n_threads, lse_);
+    std::fill(keys_read, keys_read + H, st.n_prompt);
+    for (int h = 0; h < H; ++h) last_[h] = {0.0, 0.0, st.n_prompt, ladder_->exact(), 1, true};
+    return;
+  }
+  n_threads = std::max(1, n_threads);
+  const int64_t hashed_before = st.hashed_end;
+  insert_generated(st, kv, n_threads);
+  if (st.hashed_end > hashed_before) add_value_norms(layer, kv, hashed_before, st.hashed_end);
+  if (static_cast<int>(ascratch_.size()) < n_threads) ascratch_.resize(n_threads);
+  // As magicpig: each thread takes a contiguous range of KV heads and hashes their queries in
+  // one pass over the projection.
+#pragma omp parallel num_threads(n_threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int g0 = n_kv * t / nt, g1 = n_kv * (t + 1) / nt;
+    AScratch& s = ascratch_[t];
+    const int64_t rows = static_cast<int64_t>(g1 - g0) * G;
+    if (rows > 0) {
+      s.qcodes_t.resize(static_cast<size_t>(cfg_.lsh_l) * rows);
+      lsh::hash_rows(*proj_, q + static_cast<int64_t>(g0) * G * d, rows, d, s.qcodes_t.data(), rows, isa_);
+    }
+    for (int kvh = g0; kvh < g1; ++kvh)
+      attend_group_adaptive(layer, kv, kvh, q + static_cast<int64_t>(kvh) * G * d,
+                            out + static_cast<int64_t>(kvh) * G * d,
+                            s.qcodes_t.data() + static_cast<int64_t>(kvh - g0) * G, rows, keys_read + kvh * G, s);
+  }
+  const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
+  for (int h = 0; h < H; ++h) {
+    keys_read[h] += exact_prompt;
+    last_[h].keys_read = keys_read[h];
+  }
+}
+
+// The exact part (one pass for the G heads of the group, as magicpig), then per head: estimate
+// on the start rung, climb while the bound exceeds eps, keep the last rung's output.
+void MagicPigAdaptiveAttention::attend_group_adaptive(int layer, const KvView& kv, int kvh, const float* q,
+                                                      float* out, const uint16_t* codes_t, int64_t code_stride,
+                                                      int64_t* n_read, AScratch& s) {
+  const LayerState& st = layers_[layer];
+  const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  s.st_exact.assign(G, PartialSoftmax{});
+  s.acc_exact.assign(static_cast<size_t>(G) * d, 0.0f);
+  const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
+  for (const auto& r : ranges)
+    if (r[1] > r[0])
+      attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa_);
+  s.qcodes.resize(static_cast<size_t>(G) * L);
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = codes_t[t * code_stride + g];
+
+  const int top_lsh = ladder_->exact() - 1;
+  for (int g = 0; g < G; ++g) {
+    const int hq = kvh * G + g;
+    const float* qg = q + static_cast<size_t>(g) * d;
+    const int first = std::min<int>(start_[layer][hq], ladder_->exact());
+    int rung = first, tries = 0;
+    Estimate e;
+    double bound = 0;
+    while (true) {
+      ++tries;
+      if (ladder_->rung(rung).exact) {
+        e = exact_rung(st, kv, kvh, g, qg, s);
+        bound = 0;
+        break;
+      }
+      e = sample_rung(layer, kv, kvh, g, qg, rung, s.qcodes.data() + static_cast<size_t>(g) * L, s);
+      bound = z_ * std::sqrt(variance_inflation(rung)) * e.sd;
+      const bool too_few = e.n_cand < kMinCandidates && rung < top_lsh;
+      if (bound <= cfg_.eps && !too_few) break;  // a NaN bound climbs
+      ++rung;
+    }
+    finish_partial_softmax(e.merged, s.o.data(), out + static_cast<size_t>(g) * d, d);
+    report_lse(hq, e.merged);
+    n_read[g] = e.n_cand;
+    last_[hq] = {bound, e.sd, 0, rung, tries, ladder_->rung(rung).exact};
+    int next = rung;
+    if (tries == 1 && rung > 0 && bound < kNarrow * cfg_.eps) next = rung - 1;
+    start_[layer][hq] = static_cast<uint8_t>(next);
+  }
+}
+
+MagicPigAdaptiveAttention::Estimate MagicPigAdaptiveAttention::exact_rung(const LayerState& st, const KvView& kv,
+                                                                          int kvh, int g, const float* qg,
+                                                                          AScratch& s) {
+  const int d = shape_.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  Estimate e;
+  e.merged = s.st_exact[g];
+  s.o.assign(s.acc_exact.begin() + static_cast<size_t>(g) * d, s.acc_exact.begin() + static_cast<size_t>(g + 1) * d);
+  attend_rows(kv, kvh, qg, 1, scale, st.off_begin, st.off_end, nullptr, &e.merged, s.o.data(), s.rows, isa_);
+  if (st.hashed_end > st.n_prompt)
+    attend_rows(kv, kvh, qg, 1, scale, st.n_prompt, st.hashed_end, nullptr, &e.merged, s.o.data(), s.rows, isa_);
+  e.n_cand = st.off_end - st.off_begin;
+  return e;
+}
+
+MagicPigAdaptiveAttention::Estimate MagicPigAdaptiveAttention::sample_rung(int layer, const KvView& kv, int kvh,
+                                                                           int g, const float* qg, int rung,
+                                                                           const uint16_t* qcodes, AScratch& s) {
+  const LayerState& st = layers_[layer];
+  const int d = shape_.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const HeadState& hs = st.heads[kvh];
+  const Rung& r = ladder_->rung(rung);
+  Estimate e;
+  e.merged = s.st_exact[g];
+  s.o.assign(s.acc_exact.begin() + static_cast<size_t>(g) * d, s.acc_exact.begin() + static_cast<size_t>(g + 1) * d);
+  s.pos.resize(static_cast<size_t>((hs.tables.max_position() + 63) / 64 * 64));
+  const int64_t m = hs.tables.retrieve(qcodes, static_cast<uint32_t>(r.threshold), s.counts, s.pos.data(), isa_,
+                                       r.tables);
+  e.n_cand = m;
+  if (m == 0) return e;
+  for (auto* v : {&s.s, &s.raw, &s.c, &s.a, &s.kn, &s.vn}) v->resize(static_cast<size_t>(m));
+  sampled::Walk walk;
+  walk.pos = s.pos.data();
+  walk.n = m;
+  walk.base = kv.key(kvh, 0);
+  walk.side = hs.key_norm.data();
+  walk.gathered = s.kn.data();
+  sampled::score_walk(kv.dtype, walk, qg, d, s.s.data(), isa_);
+  walk.side = nullptr;
+  double qq = 0, qmd = 0;
+  for (int i = 0; i < d; ++i) {
+    qq += static_cast<double>(qg[i]) * qg[i];
+    qmd += static_cast<double>(qg[i]) * hs.mean[i];
+  }
+  float* sg = s.s.data();
+  for (int64_t i = 0; i < m; ++i) s.raw[i] = sg[i] * scale;  // the uncorrected logits, as logits() computes them
+  ladder_->correction(rung).logits(sg, s.kn.data(), m, static_cast<float>(std::sqrt(qq)), static_cast<float>(qmd),
+                                   scale, sg, isa_);
+  // c_i = exp(raw_i - corrected_i) = u_i + floor: the probability behind each weight.
+  for (int64_t i = 0; i < m; ++i) s.c[i] = s.raw[i] - sg[i];
+  blk::exp_shift_sum(s.c.data(), static_cast<int>(m), 0.0f, isa_);
+  PartialSoftmax ps;
+  ps.m = blk::max_of(sg, static_cast<int>(m));
+  ps.l = blk::exp_shift_sum(sg, static_cast<int>(m), ps.m, isa_);
+  const std::vector<float>& vn = vnorm2_[static_cast<size_t>(layer) * shape_.n_kv_head + kvh];
+  for (int64_t i = 0; i < m; ++i) s.vn[i] = vn[s.pos[i]];
+  double a1 = 0;
+  const double a0 = adaptive::variance_weights(sg, s.c.data(), s.vn.data(), m, lsh::SamplingCorrection::kEpsilon,
+                                               s.a.data(), &a1);
+  walk.base = kv.value(kvh, 0);
+  s.acc_s.assign(d, 0.0f);
+  s.acc_b.assign(d, 0.0f);
+  sampled::accumulate_walk(kv.dtype, walk, sg, d, s.acc_s.data(), isa_);
+  sampled::accumulate_walk(kv.dtype, walk, s.a.data(), d, s.acc_b.data(), isa_);  // rows still in cache
+  merge_partial_softmax(e.merged, s.o.data(), ps, s.acc_s.data(), d);
+  // o^ normalised, for the estimate only; the caller normalises s.o itself.
+  std::vector<float>& o = s.acc_s;  // the sampled accumulator is merged already: reuse it
+  finish_partial_softmax(e.merged, s.o.data(), o.data(), d);
+  e.sd = adaptive::relative_sd(ps, e.merged, o.data(), s.acc_b.data(), a0, a1, d);
+  return e;
+}
+
+std::unique_ptr<SequenceAttention> MagicPigAdaptiveAttention::clone() const {
+  auto c = std::make_unique<MagicPigAdaptiveAttention>(*this);
+  c->scratch_.clear();
+  c->ascratch_.clear();
+  return c;
+}
+
+size_t MagicPigAdaptiveAttention::aux_bytes() const {
+  size_t b = MagicPigAttention::aux_bytes();
+  for (const auto& v : vnorm2_) b += v.capacity() * sizeof(float);
+  for (const auto& s : start_) b += s.capacity();
+  return b;
+}
+
+std::unique_ptr<SequenceAttention> make_magicpig_adaptive_attention(const Config& cfg, const HeadShape& shape) {
+  return std::make_unique<MagicPigAdaptiveAttention>(cfg, shape);
+}
+
+size_t magicpig_adaptive_aux_bytes(const Config& cfg, const AuxDims& a) {
+  if (a.sparse_heads == 0) return 0;
+  const size_t per_head = a.n * sizeof(float) * 5 / 4;                    // value norms, grown like key norms
+  const size_t per_thread = a.n * 6 * sizeof(float) + 4 * a.d * sizeof(float);  // per-candidate buffers
+  return magicpig_aux_bytes(cfg, a) + a.sparse_heads * per_head + a.threads * per_thread;
+}
+
+}  // namespace mp::attn

@@ -1,0 +1,76 @@
+// Decode steps of a batch of sequences on a CUDA GPU (issue 42, the paper's heterogeneous
+// system). The GPU holds the weights and runs every linear layer, RMSNorm, RoPE, SwiGLU, the
+// output projection, and exact attention of the layers in gpu_attention_layers() over a device
+// KV cache. The other (sparse) layers keep their K/V in the sequence's CPU cache: per step the
+// GPU computes q, k, v, they cross to pinned host memory, k/v are appended to the CPU cache,
+// the sequence's CPU policy (magicpig: LSH retrieval + sampled estimator, sinks and local
+// window included) computes the attention output, and it goes back to the GPU.
+//
+// Prefill stays on the CPU (Sequence::prefill); attach() then moves the prompt's K/V of the
+// GPU layers to the device and returns the CPU pages of those layers to the OS, so the CPU
+// keeps resident K/V for the sparse layers only. While attached, a sequence must be stepped
+// only through this decoder and not forked or saved: its CPU cache lacks the GPU layers' rows
+// until detach() copies them back (after which Sequence::step, fork and saving are valid
+// again).
+//
+// llama and qwen2 are supported; gemma3 (QK-norm, post-norms, GeGLU, sliding layers, soft-cap)
+// is refused. Builds without CUDA throw "no CUDA support" from the constructor.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "attention/policy.h"
+#include "backends/cuda/gpu_plan.h"
+#include "common/dtype.h"
+
+namespace mp {
+struct Model;
+class Sequence;
+}  // namespace mp
+
+namespace mp::cuda {
+
+struct CudaDecoderOptions {
+  int device = 0;
+  int64_t n_ctx = 0;       // the longest context of an attached sequence (0: the model's training context)
+  int max_batch = 1;       // sequences attached at once (1..16)
+  DType kv_type = DType::BF16;
+  attn::Config attention;  // decides which layers are attended on the GPU (gpu_attention_layers)
+  size_t mem_limit = 0;    // bytes the plan may use (0: the device's free memory)
+  int n_threads = 1;       // CPU threads for the sparse layers' attention
+};
+
+class CudaDecoder {
+ public:
+  // Checks the model (llama / qwen2), plans the device memory and refuses a plan that does not
+  // fit (mp::Error with the plan), then uploads the weights and reserves max_batch KV slots.
+  CudaDecoder(const Model& model, const CudaDecoderOptions& opt);
+  ~CudaDecoder();
+  CudaDecoder(const CudaDecoder&) = delete;
+  CudaDecoder& operator=(const CudaDecoder&) = delete;
+
+  const GpuMemoryPlan& plan() const;
+
+  // Finishes s's prompt (the CPU policy builds its tables) and copies the K/V of its GPU layers
+  // to a free device slot. Throws when no slot is free, s is attached already, or s does not
+  // fit this decoder (model, KV type, context, attention layers).
+  void attach(Sequence& s);
+  // Copies the GPU layers' K/V back into s's CPU cache and frees its slot. restore_kv = false
+  // only frees the slot, for a sequence about to be destroyed (its CPU cache then lacks the
+  // GPU layers' rows).
+  void detach(Sequence& s, bool restore_kv = true);
+  bool attached(const Sequence& s) const;
+
+  // One token per sequence, all attached; afterwards each s.logits() and s.tokens() are as
+  // after s.step(token), up to the rounding of the GPU arithmetic. Validated before anything
+  // changes.
+  void step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace mp::cuda

@@ -1,0 +1,203 @@
+// CudaDecoder: whole decode steps on a device against the CPU engine (greedy tokens equal,
+// logits close by normalised error), batches of sequences of different lengths, the
+// heterogeneous magicpig path, detach handing a sequence back to the CPU, and refusals. The
+// device tests report "skipped: no CUDA device" elsewhere; the refusals run everywhere.
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_decoder.h"
+#include "backends/cuda/cuda_probe.h"
+#include "common/error.h"
+#include "engine/batch.h"
+#include "engine/sequence.h"
+#include "model/model.h"
+#include "model/random_model.h"
+#include "testutil/testutil.h"
+
+namespace {
+
+namespace cu = mp::cuda;
+
+bool have_device() { return !cu::devices().empty(); }
+
+double nmse(std::span<const float> a, std::span<const float> b) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    den += double(b[i]) * b[i];
+  }
+  return den > 0 ? num / den : num;
+}
+
+int32_t argmax(std::span<const float> v) { return int32_t(std::max_element(v.begin(), v.end()) - v.begin()); }
+
+struct Fixture {
+  mp::test::TempDir dir;
+  std::unique_ptr<mp::Model> model;
+  explicit Fixture(const std::string& arch = "llama", mp::DType type = mp::DType::F32, int n_layer = 4) {
+    mp::RandomModelSpec spec;
+    spec.arch = arch;
+    spec.n_embd = 256, spec.n_head = 4, spec.n_kv_head = 2, spec.n_ff = 512, spec.n_layer = n_layer;
+    spec.n_vocab = 512, spec.type = type, spec.weight_scale = 2.0f;
+    mp::write_random_model(spec, dir.file("m.gguf"));
+    model = mp::Model::load(dir.file("m.gguf"));
+  }
+};
+
+std::vector<int32_t> prompt(int n, int seed) {
+  std::vector<int32_t> p;
+  for (int i = 0; i < n; ++i) p.push_back((i * 37 + seed * 11) % 500 + 1);
+  return p;
+}
+
+mp::SequenceOptions seq_options(const std::string& policy, int64_t n_ctx = 1024) {
+  mp::SequenceOptions so;
+  so.n_ctx = n_ctx;
+  so.n_threads = 1;
+  so.attention.name = policy;
+  if (policy == "magicpig") {
+    so.attention.lsh_k = 4, so.attention.lsh_l = 32, so.attention.sinks = 4, so.attention.local = 16;
+  }
+  return so;
+}
+
+cu::CudaDecoderOptions decoder_options(const mp::SequenceOptions& so, int batch) {
+  cu::CudaDecoderOptions o;
+  o.n_ctx = so.n_ctx;
+  o.max_batch = batch;
+  o.attention = so.attention;
+  o.n_threads = 1;
+  return o;
+}
+
+TEST(CudaDecoder, RefusedWithoutADeviceOrCuda) {
+  if (have_device()) GTEST_SKIP() << "skipped: a CUDA device is present (this checks the no-device path)";
+  Fixture f;
+  try {
+    cu::CudaDecoder d(*f.model, decoder_options(seq_options("dense"), 1));
+    FAIL() << "must throw without a device";
+  } catch (const mp::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find(cu::compiled() ? "no CUDA device is usable" : "no CUDA support"), std::string::npos) << m;
+  }
+}
+
+TEST(CudaDecoder, PlanOverTheLimitIsRefusedBeforeTheDeviceIsTouched) {
+  if (!cu::compiled()) GTEST_SKIP() << "skipped: no CUDA in this build";
+  Fixture f;
+  cu::CudaDecoderOptions o = decoder_options(seq_options("dense"), 4);
+  o.mem_limit = 1 << 20;  // 1 MiB: less than the weights
+  try {
+    cu::CudaDecoder d(*f.model, o);
+    FAIL() << "must throw";
+  } catch (const mp::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("GPU memory plan: weights"), std::string::npos) << m;
+    EXPECT_NE(m.find("exceeds --gpu-mem-limit 1.0 MiB"), std::string::npos) << m;
+  }
+}
+
+// Greedy decode of `steps` tokens: one sequence on the CPU, its fork on the GPU, both fed the
+// CPU's token (so a near-tie cannot make them diverge for the rest of the run). With
+// same_tokens the GPU's argmax must equal the CPU's at every step; the logits must agree
+// within logit_nmse either way.
+void expect_same_greedy_tokens(const Fixture& f, const mp::SequenceOptions& so, int prompt_len, int steps,
+                               double logit_nmse, bool same_tokens = true) {
+  const std::string policy = so.attention.name;
+  mp::Sequence cpu(*f.model, so);
+  cpu.prefill(prompt(prompt_len, 1));
+  auto gpu = cpu.fork();
+  cu::CudaDecoder dec(*f.model, decoder_options(so, 1));
+  dec.attach(*gpu);
+  mp::Sequence* one[] = {gpu.get()};
+  for (int s = 0; s < steps; ++s) {
+    const int32_t t = argmax(cpu.logits());
+    if (same_tokens) ASSERT_EQ(argmax(gpu->logits()), t) << policy << " step " << s;
+    cpu.step(t);
+    const int32_t tok[] = {t};
+    dec.step(one, tok);
+    EXPECT_LT(nmse(gpu->logits(), cpu.logits()), logit_nmse) << policy << " step " << s;
+  }
+  EXPECT_EQ(gpu->tokens(), cpu.tokens());
+}
+
+TEST(CudaDecoder, GreedyTokensEqualTheCpuForLlamaAndQwen2) {
+  if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device";
+  expect_same_greedy_tokens(Fixture("llama"), seq_options("dense"), 40, 24, 1e-8);
+  expect_same_greedy_tokens(Fixture("qwen2"), seq_options("dense"), 40, 24, 1e-8);
+  // Quantised weights: the CPU rounds activations to 8 bits in its dot products, the GPU does
+  // not, so logits differ by that rounding and near-ties may flip.
+  expect_same_greedy_tokens(Fixture("llama", mp::DType::Q8_0), seq_options("dense"), 40, 8, 1e-3, false);
+  expect_same_greedy_tokens(Fixture("llama", mp::DType::Q4_K), seq_options("dense"), 40, 8, 1e-2, false);
+  expect_same_greedy_tokens(Fixture("llama", mp::DType::Q4_0), seq_options("dense"), 40, 8, 1e-2, false);
+  expect_same_greedy_tokens(Fixture("llama", mp::DType::BF16), seq_options("dense"), 40, 8, 1e-4, false);
+}
+
+TEST(CudaDecoder, HeterogeneousMagicpigMatchesTheCpu) {
+  if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device";
+  // Layers 0 and 2 on the GPU, 1 and 3 through the CPU policy (K/V appended to the CPU cache,
+  // tables grown by insert_generated); a prompt long enough to sample. With K = 0 every key is
+  // a candidate (u = 1), so the CPU's estimate is exact whatever the query's hash codes and the
+  // GPU and CPU runs must agree to rounding.
+  const Fixture f("llama", mp::DType::F32, 4);
+  mp::SequenceOptions exact = seq_options("magicpig");
+  exact.attention.lsh_k = 0;
+  expect_same_greedy_tokens(f, exact, 600, 12, 1e-8);
+  // With real sampling the GPU's q differs from the CPU's by float rounding, which can flip a
+  // hash bit and change a candidate set: the logits stay close, the tokens may not.
+  expect_same_greedy_tokens(f, seq_options("magicpig"), 600, 12, 1e-2, false);
+}
+
+TEST(CudaDecoder, BatchOfDifferentLengthsEqualsTheCpuBatch) {
+  if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device";
+  Fixture f;
+  const mp::SequenceOptions so = seq_options("dense");
+  std::vector<std::unique_ptr<mp::Sequence>> cpu, gpu;
+  for (int i = 0; i < 4; ++i) {
+    cpu.push_back(std::make_unique<mp::Sequence>(*f.model, so));
+    cpu.back()->prefill(prompt(10 + 97 * i, i));
+    gpu.push_back(cpu.back()->fork());
+  }
+  cu::CudaDecoder dec(*f.model, decoder_options(so, 4));
+  std::vector<mp::Sequence*> cs, gs;
+  for (int i = 0; i < 4; ++i) {
+    dec.attach(*gpu[size_t(i)]);
+    cs.push_back(cpu[size_t(i)].get());
+    gs.push_back(gpu[size_t(i)].get());
+  }
+  for (int step = 0; step < 6; ++step) {
+    std::vector<int32_t> toks;
+    for (auto* s : cs) toks.push_back(argmax(s->logits()));
+    mp::step_batch(cs, toks);
+    dec.step(gs, toks);
+    for (int i = 0; i < 4; ++i) EXPECT_LT(nmse(gs[size_t(i)]->logits(), cs[size_t(i)]->logits()), 1e-8) << i;
+  }
+  // Handed back to the CPU, a sequence continues exactly as if it had never left.
+  dec.detach(*gpu[0]);
+  const int32_t t = argmax(cpu[0]->logits());
+  cpu[0]->step(t);
+  gpu[0]->step(t);
+  EXPECT_LT(nmse(gpu[0]->logits(), cpu[0]->logits()), 1e-8);
+}
+
+TEST(CudaDecoder, AttachRefusesMismatches) {
+  if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device";
+  Fixture f;
+  const mp::SequenceOptions so = seq_options("dense");
+  cu::CudaDecoder dec(*f.model, decoder_options(so, 1));
+  mp::Sequence a(*f.model, so), b(*f.model, so), pig(*f.model, seq_options("magicpig"));
+  a.prefill(prompt(8, 1));
+  b.prefill(prompt(8, 2));
+  pig.prefill(prompt(8, 3));
+  EXPECT_THROW(dec.attach(pig), mp::Error);  // other layers on the GPU
+  dec.attach(a);
+  EXPECT_THROW(dec.attach(a), mp::Error);    // twice
+  EXPECT_THROW(dec.attach(b), mp::Error);    // no free slot
+  mp::Sequence* both[] = {&a, &b};
+  const int32_t toks[] = {1, 2};
+  EXPECT_THROW(dec.step(both, toks), mp::Error);  // b is not attached
+}
+
+}  // namespace

@@ -1,0 +1,123 @@
+// The needle tracer (tools/needle_trace): it decodes exactly as MagicPIG does, its recomputed
+// estimate reproduces the policy's output, its collision counts agree with the recorded
+// candidate sets, its exact weights are the softmax, and a per-head override returns exact
+// attention for that head only.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <random>
+#include <vector>
+
+#include "../attention/test_magicpig_util.h"
+#include "attention/dense.h"
+#include "attention/magicpig_impl.h"
+#include "eval/needle_trace.h"
+
+namespace mp::eval {
+namespace {
+
+struct TraceCase {
+  attn::HeadShape shape{2, 4, 2, 64, {}, 0};
+  attn::Config cfg;
+  attn::pigtest::Seq seq{2, 2, 64, 512, DType::BF16, attn::pigtest::gaussian_rows(3)};
+  std::vector<float> q;
+  TraceCase() {
+    cfg.name = "magicpig";
+    cfg.lsh_k = 4;
+    cfg.lsh_l = 20;
+    cfg.dense_layers = {0};
+    cfg.dense_layers_set = true;
+    seq.grow(400);
+    seq.cache->mark_prompt_end();
+    seq.grow(401);
+    std::mt19937_64 rng(5);
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    q.resize(size_t(shape.n_head) * shape.head_dim);
+    for (float& x : q) x = nd(rng);
+  }
+  void prefill(attn::SequenceAttention& p) {
+    for (int l = 0; l < 2; ++l) {
+      KvView kv = seq.cache->view(l);
+      kv.n_tokens = kv.n_prompt;
+      p.prefill_done(l, kv, 1);
+    }
+  }
+};
+
+TEST(NeedleTrace, MatchesThePolicyAndRecordsConsistentTraces) {
+  TraceCase c;
+  auto ctl = std::make_shared<NeedleTraceControl>();
+  ctl->watch = {2, 50, 120, 260, 390};  // a sink, hashed keys, the local window
+  NeedleTracer tracer(c.cfg, c.shape, ctl);
+  attn::MagicPigAttention plain(c.cfg, c.shape);
+  c.prefill(tracer);
+  c.prefill(plain);
+  const KvView kv = c.seq.cache->view(1);
+  std::vector<float> a(c.q.size()), b(c.q.size());
+  tracer.attend(1, kv, c.q.data(), a.data(), 1);
+  plain.attend(1, kv, c.q.data(), b.data(), 1);
+  EXPECT_EQ(a, b);  // tracing does not change the decode
+  ASSERT_EQ(ctl->heads.size(), size_t(c.shape.n_head));
+  for (const NeedleHeadTrace& h : ctl->heads) EXPECT_LT(h.replay_rel, 1e-4) << "head " << h.head;
+  ASSERT_EQ(ctl->keys.size(), ctl->watch.size() * c.shape.n_head);
+  const int d = c.shape.head_dim;
+  for (const NeedleKeyTrace& k : ctl->keys) {
+    const bool exact = k.pos < c.cfg.sinks || k.pos >= 400 - c.cfg.local;
+    EXPECT_EQ(k.exact, exact) << k.pos;
+    if (!exact) {
+      EXPECT_EQ(k.candidate, k.collisions >= c.cfg.threshold) << k.pos << " head " << k.head;
+    }
+    if (!exact && !k.candidate) {
+      EXPECT_EQ(k.mp_w, 0.0);
+    }
+    // Exact weight against a direct softmax over every key of the head's KV head.
+    const int kvh = k.head / 2;
+    double m = -INFINITY, z = 0, sp = 0;
+    std::vector<double> s(kv.n_tokens);
+    for (int64_t p = 0; p < kv.n_tokens; ++p) {
+      const auto key = attn::pigtest::key_row(kv, kvh, p);
+      s[p] = 0;
+      for (int i = 0; i < d; ++i) s[p] += key[i] * c.q[size_t(k.head) * d + i];
+      s[p] /= 8.0;
+      m = std::max(m, s[p]);
+    }
+    for (int64_t p = 0; p < kv.n_tokens; ++p) z += std::exp(s[p] - m);
+    sp = std::exp(s[k.pos] - m) / z;
+    EXPECT_NEAR(k.dense_w, sp, 1e-9 + 1e-6 * sp);
+  }
+  // The traces test the draw: some watched hashed key is drawn and some is not here (K = 4, L = 20).
+  int drawn = 0, missed = 0;
+  for (const NeedleKeyTrace& k : ctl->keys)
+    if (!k.exact) (k.candidate ? drawn : missed)++;
+  EXPECT_GT(drawn, 0);
+  EXPECT_GT(missed, 0);
+}
+
+TEST(NeedleTrace, OverrideReturnsExactAttentionForThatHeadOnly) {
+  TraceCase c;
+  auto ctl = std::make_shared<NeedleTraceControl>();
+  NeedleTracer tracer(c.cfg, c.shape, ctl);
+  attn::MagicPigAttention plain(c.cfg, c.shape);
+  c.prefill(tracer);
+  c.prefill(plain);
+  ctl->record = false;
+  ctl->exact_head[size_t(1) * c.shape.n_head + 2] = 1;
+  const KvView kv = c.seq.cache->view(1);
+  std::vector<float> a(c.q.size()), b(c.q.size()), exact(c.q.size());
+  tracer.attend(1, kv, c.q.data(), a.data(), 1);
+  plain.attend(1, kv, c.q.data(), b.data(), 1);
+  attn::dense_decode(kv, c.shape, c.q.data(), exact.data(), 1);
+  const int d = c.shape.head_dim;
+  for (int h = 0; h < c.shape.n_head; ++h)
+    for (int i = 0; i < d; ++i) {
+      const size_t j = size_t(h) * d + i;
+      if (h == 2) EXPECT_NEAR(a[j], exact[j], 1e-4 + 1e-4 * std::abs(exact[j]));
+      else EXPECT_EQ(a[j], b[j]);
+    }
+  EXPECT_TRUE(ctl->heads.empty());
+}
+
+}  // namespace
+}  // namespace mp::eval

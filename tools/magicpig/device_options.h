@@ -1,0 +1,39 @@
+// --device cpu|cuda and --gpu-mem-limit for the subcommands that decode (run, bench), and the
+// CUDA decoder they then build (backends/cuda/cuda_decoder.h).
+#pragma once
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "args.h"
+#include "backends/cuda/cuda_decoder.h"
+
+namespace mp {
+struct Model;
+struct SequenceOptions;
+}  // namespace mp
+
+namespace mp::cli {
+
+struct DeviceOptions {
+  std::string device = "cpu";  // "cpu" or "cuda"
+  int index = 0;               // cuda:N
+  size_t gpu_mem_limit = 0;    // bytes; 0: the device's free memory
+  bool cuda() const { return device == "cuda"; }
+};
+
+void add_device_options(Args& a, DeviceOptions& o);
+
+// With --device cuda: throws mp::Error unless this build has CUDA and the device exists, so
+// a run fails before loading the model.
+void check_device_available(const DeviceOptions& o);
+
+// "24G", "512M", "1536K" (powers of 1024) or plain bytes; errors name the flag.
+size_t parse_bytes(const std::string& flag, const std::string& s);
+
+// The CUDA decoder for sequences made with `so`, up to max_batch at once: the memory plan is
+// printed on stderr, and refused (mp::Error with the plan) when it does not fit.
+std::unique_ptr<cuda::CudaDecoder> make_cuda_decoder(const Model& model, const SequenceOptions& so,
+                                                     const DeviceOptions& dev, int max_batch);
+
+}  // namespace mp::cli
