@@ -65,7 +65,14 @@ def leave_mid_stream(port):
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     c.request("POST", "/v1/completions", json.dumps(body), {"Content-Type": "application/json"})
     r = c.getresponse()
-    first = r.read(6)  # the first bytes of the first event, past the chunked encoding
+    # The first event, past the chunked encoding; SSE comment lines (":", the heartbeat the server
+    # sends while a slow prefill runs, as under ASan) come before it and are skipped.
+    first = b""
+    for _ in range(1000):
+        line = r.readline()
+        if not line or line.startswith(b"data: "):
+            first = line
+            break
     c.sock.close()
     c.close()
     return r.status, first
