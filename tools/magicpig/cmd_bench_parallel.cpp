@@ -122,25 +122,20 @@ int bench_context_parallel(const Model& model, const ParallelBenchSpec& spec,
   std::unique_ptr<parallel::Comm> comm = parallel::world_comm();
   comm->set_timeout(spec.par.timeout_s);
   lead = comm->rank() == 0;
-  try {
-    if (lead)
-      std::fprintf(stderr, "context parallel: %d ranks; KV, tables and peak RSS are the largest rank's; a prompt "
-                   "test at depth D prefills D + N tokens\n", comm->size());
-    Bench(model, *comm, spec).run(tokens, rows);
-    if (!lead) rows.clear();
-    return 0;
-  } catch (const parallel::AgreedError& e) {  // every rank has it and is alive: one line, clean exit
-    if (lead) std::fprintf(stderr, "error: %s\n", with_flag_names(e.what()).c_str());
-    rows.clear();
-    lead = false;
-    return 1;
-  } catch (const std::exception& e) {  // this rank alone: the others may wait on it, so end the job
-    const std::string msg = with_flag_names(e.what());
-    if (msg.rfind("rank ", 0) == 0) std::fprintf(stderr, "error: %s\n", msg.c_str());
-    else std::fprintf(stderr, "error: rank %d: %s\n", comm->rank(), msg.c_str());
-    comm->abort_all(1);
-  }
-  return 1;  // not reached (abort_all ends the process); the compiler cannot tell through the virtual call
+  return on_every_rank(
+      *comm,
+      [&] {
+        if (lead)
+          std::fprintf(stderr, "context parallel: %d ranks; KV, tables and peak RSS are the largest rank's; a prompt "
+                       "test at depth D prefills D + N tokens\n", comm->size());
+        Bench(model, *comm, spec).run(tokens, rows);
+        if (!lead) rows.clear();
+        return 0;
+      },
+      [&] {
+        rows.clear();
+        lead = false;
+      });
 }
 
 }  // namespace mp::cli

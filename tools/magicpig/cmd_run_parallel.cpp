@@ -126,17 +126,23 @@ int run_context_parallel(const Model& model, const std::string& path, const Sequ
   check_context_parallel_model(model);
   std::unique_ptr<parallel::Comm> comm = parallel::world_comm();
   comm->set_timeout(par.timeout_s);
+  return on_every_rank(*comm, [&] { return run(*comm, model, path, so, par, ids, sp, n_predict, ignore_eos); });
+}
+
+int on_every_rank(parallel::Comm& comm, const std::function<int()>& body, const std::function<void()>& on_agreed_error) {
   try {
-    return run(*comm, model, path, so, par, ids, sp, n_predict, ignore_eos);
+    return body();
   } catch (const parallel::AgreedError& e) {  // every rank has it and is alive: one line, clean exit
-    if (comm->rank() == 0) std::fprintf(stderr, "error: %s\n", with_flag_names(e.what()).c_str());
+    if (comm.rank() == 0) std::fprintf(stderr, "error: %s\n", with_flag_names(e.what()).c_str());
+    if (on_agreed_error) on_agreed_error();
     return 1;
   } catch (const std::exception& e) {  // this rank alone: the others may wait on it, so end the job
     const std::string msg = with_flag_names(e.what());
     if (msg.rfind("rank ", 0) == 0) std::fprintf(stderr, "error: %s\n", msg.c_str());
-    else std::fprintf(stderr, "error: rank %d: %s\n", comm->rank(), msg.c_str());
-    comm->abort_all(1);
+    else std::fprintf(stderr, "error: rank %d: %s\n", comm.rank(), msg.c_str());
+    comm.abort_all(1);
   }
+  return 1;  // not reached (abort_all ends the process); the compiler cannot tell through the virtual call
 }
 
 }  // namespace mp::cli

@@ -146,18 +146,7 @@ int serve_context_parallel(const Model& model, const std::string& path, const se
   std::signal(SIGPIPE, SIG_IGN);  // a client that closed its socket must not end the process
   std::unique_ptr<parallel::Comm> comm = parallel::world_comm();
   comm->set_timeout(par.timeout_s);
-  try {
-    return comm->rank() == 0 ? lead(model, path, *comm, so) : follow(model, *comm, so);
-  } catch (const parallel::AgreedError& e) {  // every rank has it and is alive: one line, clean exit
-    if (comm->rank() == 0) std::fprintf(stderr, "error: %s\n", with_flag_names(e.what()).c_str());
-    return 1;
-  } catch (const std::exception& e) {  // this rank alone: the others may wait on it, so end the job
-    const std::string msg = with_flag_names(e.what());
-    if (msg.rfind("rank ", 0) == 0) std::fprintf(stderr, "error: %s\n", msg.c_str());
-    else std::fprintf(stderr, "error: rank %d: %s\n", comm->rank(), msg.c_str());
-    comm->abort_all(1);
-  }
-  return 1;  // not reached (abort_all ends the process); the compiler cannot tell through the virtual call
+  return on_every_rank(*comm, [&] { return comm->rank() == 0 ? lead(model, path, *comm, so) : follow(model, *comm, so); });
 }
 
 }  // namespace mp::cli

@@ -2,12 +2,17 @@
 // (src/parallel, docs/scale-out.md). Rank 0 prints the text and the summary.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 
 #include "args.h"
 #include "engine/sampler.h"
 #include "engine/sequence.h"
+
+namespace mp::parallel {
+class Comm;
+}
 
 namespace mp::cli {
 
@@ -23,6 +28,13 @@ void add_parallel_run_options(Args& a, ParallelRunOptions& o);
 // context parallelism does not run: one with sliding-window layers (Gemma 3), whose window
 // attention is not split over the shards.
 void check_context_parallel_model(const Model& model);
+
+// Runs body on this rank and turns its failure into the job's end: an error every rank agreed
+// on (parallel::AgreedError) prints one line on rank 0, calls on_agreed_error and returns 1; an
+// error of this rank alone prints "error: rank R: ..." and aborts the whole job, since the other
+// ranks may be waiting on it.
+int on_every_rank(parallel::Comm& comm, const std::function<int()>& body,
+                  const std::function<void()>& on_agreed_error = {});
 
 // Prefills ids over the ranks and decodes up to n_predict tokens (sampled on rank 0 and
 // broadcast, so all ranks feed the same token even if their logits ever differed).
