@@ -5,23 +5,13 @@
 #include <string>
 
 #include "common/error.h"
+#include "engine/sequence_step_access.h"
 #include "model/forward.h"
 
 namespace mp {
 
-// The one place outside Sequence that touches its state (declared a friend in sequence.h).
-struct SequenceBatchAccess {
-  static const Model& model(const Sequence& s) { return s.model_; }
-  static KvCache& cache(Sequence& s) { return s.cache_; }
-  static attn::SequenceAttention& policy(Sequence& s) { return *s.policy_; }
-  static void record(Sequence& s, int32_t token, const float* logits) {
-    s.logits_.assign(logits, logits + s.n_vocab_);
-    s.tokens_.push_back(token);
-  }
-};
-
 void step_batch(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, int n_threads) {
-  using A = SequenceBatchAccess;
+  using A = SequenceStepAccess;
   check(!seqs.empty(), "batched step: the batch is empty");
   check(seqs.size() == tokens.size(), "batched step: " + std::to_string(seqs.size()) + " sequences but " +
                                           std::to_string(tokens.size()) + " tokens");
@@ -63,7 +53,7 @@ bool Batch::contains(const Sequence& s) const { return index_of(s) >= 0; }
 
 void Batch::add(Sequence& s) {
   check(!contains(s), "batch: the sequence is already in the batch");
-  check(seqs_.empty() || &SequenceBatchAccess::model(*seqs_[0]) == &SequenceBatchAccess::model(s),
+  check(seqs_.empty() || &SequenceStepAccess::model(*seqs_[0]) == &SequenceStepAccess::model(s),
         "batch: the sequence belongs to another model than the sequences in the batch");
   seqs_.push_back(&s);
 }

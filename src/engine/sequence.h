@@ -93,8 +93,7 @@ class Sequence {
                       const std::function<void(KvCache&)>& write_kv);
 
  private:
-  friend struct SequenceBatchAccess;  // engine/batch.cpp: decodes several sequences in one pass
-  friend struct SequenceDeviceAccess;  // backends/cuda/cuda_decoder.cpp: decodes on a GPU
+  friend struct SequenceStepAccess;  // engine/sequence_step_access.h: batched and GPU decode steps
   Sequence(const Sequence& other, int);  // fork
   void prefill_impl(std::span<const int32_t> tokens, bool all_logits,
                     const std::function<void(int64_t, int64_t)>& progress,

@@ -16,27 +16,17 @@
 #include "backends/cuda/device_weights.h"
 #include "common/error.h"
 #include "engine/sequence.h"
+#include "engine/sequence_step_access.h"
 #include "model/forward.h"
 #include "model/model.h"
 
 namespace mp {
 
-// The decoder's access to a sequence's state (a friend of Sequence), as engine/batch.cpp's.
-struct SequenceDeviceAccess {
-  static const Model& model(const Sequence& s) { return s.model_; }
-  static KvCache& cache(Sequence& s) { return s.cache_; }
-  static attn::SequenceAttention& policy(Sequence& s) { return *s.policy_; }
-  static void record(Sequence& s, int32_t token, const float* logits) {
-    s.logits_.assign(logits, logits + s.n_vocab_);
-    s.tokens_.push_back(token);
-  }
-};
-
 namespace cuda {
 
 namespace {
 
-using A = SequenceDeviceAccess;
+using A = SequenceStepAccess;
 
 void check_supported(const HParams& hp) {
   const bool plain = hp.arch != "gemma3" && !hp.qk_norm && !hp.post_norms && hp.sliding_window == 0 &&
