@@ -8,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "device_test_util.h"
 #include "attention/dense.h"
 #include "backends/cuda/cuda_probe.h"
 #include "backends/cuda/device_memory.h"
@@ -30,22 +31,8 @@ bool have_device() { return !cu::devices().empty(); }
 #define REQUIRE_DEVICE() \
   if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device"
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-double nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
+using mp::cuda::test::nmse;
+using mp::cuda::test::random_floats;
 
 template <class T>
 cu::DeviceBuffer to_device(const std::vector<T>& v) {

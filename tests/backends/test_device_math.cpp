@@ -11,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "device_test_util.h"
 #include "attention/dense.h"
 #include "attention/partial_softmax.h"
 #include "backends/cuda/device_math.h"
@@ -27,23 +28,8 @@ namespace {
 namespace math = mp::cuda::math;
 using mp::DType;
 
-std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
-
-// Normalised mean squared error, as llama.cpp's test-backend-ops: sum (a-b)^2 / sum b^2.
-double nmse(const std::vector<float>& a, const std::vector<float>& b) {
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    num += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
-    den += double(b[i]) * b[i];
-  }
-  return den > 0 ? num / den : num;
-}
+using mp::cuda::test::nmse;
+using mp::cuda::test::random_floats;
 
 template <math::WType T>
 std::vector<float> dequant_row_device_math(const std::vector<uint8_t>& row, int64_t cols) {
