@@ -98,11 +98,27 @@ const PolicyDesc* find_policy(const std::string& name) {
   return nullptr;
 }
 
-const PolicyDesc& policy_desc(const std::string& name) {
-  if (const PolicyDesc* p = find_policy(name)) return *p;
+std::string policy_names_text() {
   std::string all;
   for (const PolicyDesc& p : policy_registry()) all += (all.empty() ? "" : ", ") + p.name;
-  throw Error("unknown policy '" + name + "' (known: " + all + ")");
+  return all;
+}
+
+const PolicyDesc& policy_desc(const std::string& name) {
+  if (const PolicyDesc* p = find_policy(name)) return *p;
+  throw Error("unknown policy '" + name + "' (known: " + policy_names_text() + ")");
+}
+
+const ParamDesc* find_param(const PolicyDesc& policy, const std::string& key) {
+  for (const ParamDesc* p : policy.params)
+    if (p->key == key) return p;
+  return nullptr;
+}
+
+std::string param_keys_text(const PolicyDesc& policy) {
+  std::string keys;
+  for (const ParamDesc* p : policy.params) keys += (keys.empty() ? "" : ", ") + p->key;
+  return keys;
 }
 
 const std::vector<const ParamDesc*>& all_params() {

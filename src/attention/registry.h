@@ -51,6 +51,12 @@ const std::vector<PolicyDesc>& policy_registry();
 const PolicyDesc* find_policy(const std::string& name);
 // Throws mp::Error "unknown policy 'x' (known: ...)".
 const PolicyDesc& policy_desc(const std::string& name);
+// "dense, magicpig, ..." (registry order), for error messages.
+std::string policy_names_text();
+// The policy's parameter with this key (as in eval spec strings and server JSON), or nullptr.
+const ParamDesc* find_param(const PolicyDesc& policy, const std::string& key);
+// "K, L, threshold": the policy's keys, "" when it has none; for error messages.
+std::string param_keys_text(const PolicyDesc& policy);
 // Every parameter of every policy, once per field, in registry order.
 const std::vector<const ParamDesc*>& all_params();
 

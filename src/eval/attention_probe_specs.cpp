@@ -15,15 +15,6 @@ namespace mp::eval {
 
 namespace {
 
-// The keys are the registry's per-policy parameters: a key that does nothing for the policy is
-// refused, since a matched-cost sweep with a silently ignored parameter would compare identical
-// configs.
-std::string known_policies() {
-  std::string all;
-  for (const auto& n : attn::policy_names()) all += (all.empty() ? "" : ", ") + n;
-  return all;
-}
-
 long long to_int(const std::string& where, const std::string& s, long long lo, long long hi) {
   char* end = nullptr;
   errno = 0;
@@ -56,6 +47,9 @@ std::vector<std::string> split(const std::string& s, char sep) {
 
 }  // namespace
 
+// The keys are the registry's per-policy parameters: a key that does nothing for the policy is
+// refused, since a matched-cost sweep with a silently ignored parameter would compare identical
+// configs.
 PolicySpec parse_policy_spec(const std::string& entry, const attn::Config& base) {
   const std::string where = "policy spec '" + entry + "'";
   check(!entry.empty(), "policy spec: empty policy entry (entries are NAME[:key=value]..., separated by commas)");
@@ -65,18 +59,14 @@ PolicySpec parse_policy_spec(const std::string& entry, const attn::Config& base)
   spec.cfg = base;
   spec.cfg.name = parts[0];
   const attn::PolicyDesc* policy = attn::find_policy(parts[0]);
-  check(policy != nullptr, "unknown policy '" + parts[0] + "' (known: " + known_policies() + ")");
+  check(policy != nullptr, "unknown policy '" + parts[0] + "' (known: " + attn::policy_names_text() + ")");
   for (size_t i = 1; i < parts.size(); ++i) {
     const std::string& kv = parts[i];
     const size_t eq = kv.find('=');
     check(eq != std::string::npos && eq > 0, where + ": expected key=value, got '" + kv + "'");
     const std::string key = kv.substr(0, eq), val = kv.substr(eq + 1);
-    std::string keys;
-    const attn::ParamDesc* param = nullptr;
-    for (const attn::ParamDesc* p : policy->params) {
-      keys += (keys.empty() ? "" : ", ") + p->key;
-      if (p->key == key) param = p;
-    }
+    const attn::ParamDesc* param = attn::find_param(*policy, key);
+    const std::string keys = attn::param_keys_text(*policy);
     check(param != nullptr,
           where + ": unknown key '" + key + "' for " + parts[0] + " (known: " + (keys.empty() ? "none" : keys) + ")");
     const std::string w = where + ": " + key;

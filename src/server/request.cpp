@@ -198,11 +198,9 @@ attn::Config parse_attention_extension(const json& ext, const attn::Config& base
     }
   }
   const attn::PolicyDesc* policy = attn::find_policy(cfg.name);
-  if (!policy) {
-    std::string known;
-    for (const std::string& n : attn::policy_names()) known += (known.empty() ? "" : ", ") + n;
-    throw bad_request("magicpig.attn", "unknown policy '" + cfg.name + "' (known: " + known + ")");
-  }
+  if (!policy)
+    throw bad_request("magicpig.attn",
+                      "unknown policy '" + cfg.name + "' (known: " + attn::policy_names_text() + ")");
   for (auto it = ext.begin(); it != ext.end(); ++it) {
     const std::string key = it.key();
     if (key == "attn") continue;
@@ -217,12 +215,8 @@ attn::Config parse_attention_extension(const json& ext, const attn::Config& base
       }
       continue;
     }
-    const attn::ParamDesc* param = nullptr;
-    std::string keys;
-    for (const attn::ParamDesc* p : policy->params) {
-      keys += (keys.empty() ? "" : ", ") + p->key;
-      if (p->key == key) param = p;
-    }
+    const attn::ParamDesc* param = attn::find_param(*policy, key);
+    const std::string keys = attn::param_keys_text(*policy);
     if (!param)
       throw bad_request(where, "unknown key '" + key + "' for policy " + cfg.name + " (known: attn, dense_layers" +
                                    (keys.empty() ? "" : ", " + keys) + ")");

@@ -112,6 +112,21 @@ TEST(Policy, RegistryParameterTables) {
   EXPECT_THROW(policy_desc("flash"), Error);
 }
 
+// The lookups the eval spec parser and the server's JSON share.
+TEST(Policy, RegistryKeyLookups) {
+  const PolicyDesc& pig = policy_desc("magicpig");
+  const ParamDesc* k = find_param(pig, "K");
+  ASSERT_NE(k, nullptr);
+  EXPECT_EQ(k->field, "lsh_k");
+  EXPECT_EQ(find_param(pig, "k"), nullptr);  // keys are case-sensitive
+  EXPECT_EQ(find_param(pig, "budget"), nullptr);  // topk's key, not magicpig's
+  EXPECT_EQ(param_keys_text(pig), "K, L, threshold, sinks, local, seed");
+  EXPECT_EQ(param_keys_text(policy_desc("dense")), "");
+  const std::string names = policy_names_text();
+  for (const std::string& n : policy_names()) EXPECT_NE(names.find(n), std::string::npos) << n;
+  EXPECT_EQ(names.rfind("dense, ", 0), 0u) << names;
+}
+
 // Every policy: runs prefill_done + attend on every layer; dense layers are exact; a clone taken
 // mid-sequence continues exactly like the original.
 TEST(Policy, FactoryBuildsEveryPolicyAndClonesBehaveIdentically) {
