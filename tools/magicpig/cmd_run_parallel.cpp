@@ -103,13 +103,16 @@ int run(parallel::Comm& comm, const Model& model, const std::string& path, const
 
 }  // namespace
 
-void add_parallel_run_options(Args& a, ParallelRunOptions& o) {
-  a.flag({"--context-parallel"},
-         "split the context over the ranks of an MPI job (mpirun -np R magicpig run ... --context-parallel); "
-         "docs/scale-out.md",
-         o.context_parallel);
+void add_context_parallel_flags(Args& a, ParallelRunOptions& o, const std::string& what_it_splits) {
+  a.flag({"--context-parallel"}, what_it_splits + "; docs/scale-out.md", o.context_parallel);
   a.value({"--cp-timeout"}, "S", "with --context-parallel: seconds to wait for the other ranks before giving up (default 120)",
           [&o](const std::string& v) { o.timeout_s = parse_float("--cp-timeout", v, 0.1, 86400); });
+}
+
+void add_parallel_run_options(Args& a, ParallelRunOptions& o) {
+  add_context_parallel_flags(a, o,
+                             "split the context over the ranks of an MPI job (mpirun -np R magicpig run ... "
+                             "--context-parallel)");
   a.value({"--mem-limit"}, "MIB",
           "memory for the KV cache and attention structures, per rank with --context-parallel (default: MemAvailable)",
           [&o](const std::string& v) { o.mem_limit = size_t(parse_int("--mem-limit", v, 1, int64_t(1) << 30)) << 20; });

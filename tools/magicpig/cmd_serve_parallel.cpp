@@ -127,12 +127,9 @@ int lead(const Model& model, const std::string& path, parallel::Comm& comm, serv
 }  // namespace
 
 void add_parallel_serve_options(Args& a, ParallelRunOptions& o) {
-  a.flag({"--context-parallel"},
-         "split each request's context over the ranks of an MPI job (mpirun -np R magicpig serve -np 1 ... "
-         "--context-parallel; one request at a time; --mem-limit is per rank); docs/scale-out.md",
-         o.context_parallel);
-  a.value({"--cp-timeout"}, "S", "with --context-parallel: seconds to wait for the other ranks before giving up (default 120)",
-          [&o](const std::string& v) { o.timeout_s = parse_float("--cp-timeout", v, 0.1, 86400); });
+  add_context_parallel_flags(a, o,
+                             "split each request's context over the ranks of an MPI job (mpirun -np R magicpig "
+                             "serve -np 1 ... --context-parallel; one request at a time; --mem-limit is per rank)");
 }
 
 int serve_context_parallel(const Model& model, const std::string& path, const server::ServerOptions& so,

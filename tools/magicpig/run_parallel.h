@@ -22,6 +22,10 @@ struct ParallelRunOptions {
   size_t mem_limit = 0;    // bytes for KV + policy structures (per rank); 0: MemAvailable
 };
 
+// --context-parallel (described by what_it_splits, which differs between run and serve) and
+// --cp-timeout.
+void add_context_parallel_flags(Args& a, ParallelRunOptions& o, const std::string& what_it_splits);
+
 void add_parallel_run_options(Args& a, ParallelRunOptions& o);
 
 // Refuses, before MPI starts (so every rank prints the same line and exits), a model that
