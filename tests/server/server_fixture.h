@@ -37,7 +37,9 @@ class TestServer {
   int port() const { return port_; }
   httplib::Client client() const {
     httplib::Client c("127.0.0.1", port_);
-    c.set_read_timeout(60, 0);
+    // Long enough for a whole-context reply from an ASan build on two loaded cores (over a
+    // minute); a hung server still fails, on this timeout.
+    c.set_read_timeout(240, 0);
     return c;
   }
 
