@@ -260,10 +260,7 @@ struct HttpServer::Impl {
 
 HttpServer::HttpServer(const Model& model, const ServerOptions& opt, EngineFactory make_engine)
     : impl_(std::make_unique<Impl>(model, opt, make_engine)) {}
-HttpServer::~HttpServer() {
-  stop();
-  impl_->scheduler->stop();
-}
+HttpServer::~HttpServer() { stop(); }
 
 int HttpServer::bind() {
   if (impl_->opt.port == 0) {
@@ -277,7 +274,13 @@ int HttpServer::bind() {
 }
 
 void HttpServer::listen() { impl_->http.listen_after_bind(); }
-void HttpServer::stop() { impl_->http.stop(); }
+void HttpServer::stop() {
+  // The engine first: a handler waits on its request's events, and httplib's stop() joins the
+  // handlers, so stopping the listener first would wait for every generation to run to its end
+  // (minutes for a long reply, even one whose client has left while it was queued).
+  impl_->scheduler->stop();
+  impl_->http.stop();
+}
 int HttpServer::port() const { return impl_->bound_port; }
 
 }  // namespace mp::server

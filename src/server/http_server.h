@@ -26,6 +26,9 @@ class HttpServer {
   int bind();
   // Serves until stop() (from another thread or a signal handler's thread).
   void listen();
+  // Stops the engine first, so that every unfinished request, queued or generating, is answered
+  // promptly with 503 "shutting_down" (a stream gets it as an error event), then stops accepting
+  // connections; listen() returns once every handler has answered.
   void stop();
   int port() const;
 
