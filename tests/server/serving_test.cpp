@@ -189,7 +189,7 @@ TEST(Serving, FullQueueAnswers429AndMemoryShortage503) {
     // One long request holds the only slot; once it streams, one more waits in the queue and
     // the next two find the queue full.
     auto cli = srv.client();
-    std::atomic<bool> streaming{false};
+    std::atomic<bool> streaming{false}, hang_up{false};
     std::future<int> holder = std::async(std::launch::async, [&] {
       auto c = srv.client();
       httplib::Request req;
@@ -197,10 +197,9 @@ TEST(Serving, FullQueueAnswers429AndMemoryShortage503) {
       req.path = "/v1/completions";
       req.set_header("Content-Type", "application/json");
       req.body = R"({"prompt": "Once", "max_tokens": 3000, "ignore_eos": true, "stream": true})";
-      int chunks = 0;
       req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
         streaming = true;
-        return ++chunks < 400;  // then hang up: the request is cancelled
+        return !hang_up.load();  // then the request is cancelled and frees the slot
       };
       auto res = c.send(req);
       return res ? res->status : -1;
@@ -218,11 +217,13 @@ TEST(Serving, FullQueueAnswers429AndMemoryShortage503) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
     for (int i = 0; i < 2; ++i) {
       auto res = cli.Post("/v1/completions", R"({"prompt": "Once", "max_tokens": 2})", "application/json");
-      ASSERT_TRUE(res);
+      EXPECT_TRUE(res);  // not ASSERT: the holder must still be told to hang up
+      if (!res) continue;
       EXPECT_EQ(res->status, 429) << res->body;
       EXPECT_FALSE(res->get_header_value("Retry-After").empty());
       EXPECT_EQ(json::parse(res->body)["error"]["code"], "queue_full");
     }
+    hang_up = true;
     holder.get();
     EXPECT_EQ(queued.get(), 200);
   }
