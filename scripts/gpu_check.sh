@@ -11,14 +11,16 @@
 # once less than 15 s remain, so the whole run stays under 8 minutes. Steps in priority order:
 #   1. the machine: GPU, driver, CPU, memory
 #   2. `magicpig devices --check` and test_backends (CUDA kernels against the CPU, whole-model
-#      greedy tokens on the GPU equal to the CPU's, the heterogeneous magicpig path)
+#      greedy tokens on the GPU equal to the CPU's, the heterogeneous magicpig path: exact part
+#      and query codes on the GPU, sampled part on the CPU, split and unsplit)
 #   3. a random Llama-3.1-8B-shaped model (all 32 layers, Q8_0) generated on the machine
 #   4. per depth (GPU_CHECK_DEPTHS, default 16384,98304,32768,65536), batches 1, 4, 16
 #      (GPU_CHECK_BATCHES), depth filled with synthetic K/V, 4 generated tokens:
 #        (a) GPU only: --device cuda --attn dense (weights and all KV on the GPU), then the same
 #            under --gpu-mem-limit 24G (what an RTX 4090 holds; rows that do not fit are
 #            refused with the plan printed)
-#        (b) heterogeneous: --device cuda --attn magicpig (sparse layers' KV and tables on the CPU)
+#        (b) heterogeneous: --device cuda --attn magicpig (sparse layers' KV and tables on the CPU;
+#            their sinks + local window attended and the query hashed on the GPU)
 #        (c) CPU only on all cores: --attn dense,magicpig (batch 16 only at the first depth: the
 #            CPU batch copies every sequence's whole KV)
 #   5. bench_attention at 128k context with 2, 8, 16 threads, then the CPU kernel and attention

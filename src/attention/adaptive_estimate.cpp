@@ -39,4 +39,10 @@ double relative_sd(const PartialSoftmax& sampled, const PartialSoftmax& merged, 
   return std::sqrt(var / oo);
 }
 
+double exceed_probability(double eps, double sigma) {
+  if (!(sigma < std::numeric_limits<double>::infinity())) return 1.0;  // NaN or inf
+  if (sigma <= 0) return 0.0;
+  return std::erfc(eps / (sigma * std::sqrt(2.0)));
+}
+
 }  // namespace mp::attn::adaptive

@@ -34,4 +34,10 @@ double variance_weights(const float* p, const float* c, const float* vnorm2, int
 double relative_sd(const PartialSoftmax& sampled, const PartialSoftmax& merged, const float* o, const float* b,
                    double a0, double a1, int d);
 
+// P(|e| > eps) for an error e whose relative standard deviation is sigma, on the normal tail
+// the bound uses: erfc(eps / (sigma sqrt 2)) = P(|Z| > eps / sigma). By Szekely-Bakirov (2003)
+// this is an upper bound for the norm of a Gaussian vector of total variance sigma^2 while it
+// is <= 0.215. 0 when sigma = 0 (exact); 1 when sigma is NaN or infinite.
+double exceed_probability(double eps, double sigma);
+
 }  // namespace mp::attn::adaptive

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <string>
 
 #include "attention/block_kernels.h"
@@ -157,40 +158,104 @@ void MagicPigAttention::attend_sparse(int layer, const KvView& kv, const float* 
     std::fill(keys_read, keys_read + shape_.n_head, st.n_prompt);
     return;
   }
+  sparse_step(st, kv, q, nullptr, out, nullptr, n_threads, keys_read);
+}
+
+MagicPigAttention::QueryCodes MagicPigAttention::query_codes(const float* q, const uint16_t* q_codes, int g0, int g1,
+                                                             std::vector<uint16_t>& scratch) const {
+  const int G = shape_.n_head / shape_.n_kv_head, d = shape_.head_dim;
+  if (q_codes) return {q_codes + static_cast<int64_t>(g0) * G, shape_.n_head};
+  // All the range's queries in one pass over the projection: hashing group by group streamed
+  // the 770 KB projection (L2/L3) once per group.
+  const int64_t rows = static_cast<int64_t>(g1 - g0) * G;
+  scratch.resize(static_cast<size_t>(cfg_.lsh_l) * static_cast<size_t>(rows));
+  if (rows > 0) lsh::hash_rows(*proj_, q + static_cast<int64_t>(g0) * G * d, rows, d, scratch.data(), rows, isa_);
+  return {scratch.data(), rows};
+}
+
+void MagicPigAttention::sparse_step(LayerState& st, const KvView& kv, const float* q, const uint16_t* q_codes,
+                                    float* out, float* lse_sampled, int n_threads, int64_t* keys_read) {
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
   const int H = shape_.n_head, d = shape_.head_dim, G = H / shape_.n_kv_head;
   if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
-  // Each thread takes a contiguous range of KV heads (no barrier inside the step) and first
-  // hashes the queries of all its groups in one pass over the projection: hashing group by
-  // group streamed the 770 KB projection (L2/L3) once per group.
+  // Each thread takes a contiguous range of KV heads (no barrier inside the step).
   const int n_kv = shape_.n_kv_head;
 #pragma omp parallel num_threads(n_threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int g0 = n_kv * t / nt, g1 = n_kv * (t + 1) / nt;
     Scratch& s = scratch_[t];
-    const int64_t rows = static_cast<int64_t>(g1 - g0) * G;
-    if (rows > 0) {
-      s.qcodes_t.resize(static_cast<size_t>(cfg_.lsh_l) * rows);
-      lsh::hash_rows(*proj_, q + static_cast<int64_t>(g0) * G * d, rows, d, s.qcodes_t.data(), rows, isa_);
-    }
+    const QueryCodes qc = query_codes(q, q_codes, g0, g1, s.qcodes_t);
     for (int kvh = g0; kvh < g1; ++kvh)
       attend_group(st, kv, kvh, q + static_cast<int64_t>(kvh) * G * d, out + static_cast<int64_t>(kvh) * G * d,
-                   s.qcodes_t.data() + static_cast<int64_t>(kvh - g0) * G, rows, keys_read + kvh * G, s);
+                   qc.t + static_cast<int64_t>(kvh - g0) * G, qc.stride, keys_read + kvh * G,
+                   lse_sampled ? lse_sampled + kvh * G : nullptr, s);
   }
   const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
   for (int h = 0; h < H; ++h) keys_read[h] += exact_prompt;
 }
 
+bool MagicPigAttention::exact_part(int layer, int64_t n_tokens, ExactPart* part) const {
+  if (!samples_alone() || layer < 0 || layer >= shape_.n_layer || is_dense(layer)) return false;
+  const LayerState& st = layers_[layer];
+  if (!st.prefilled) return false;
+  // insert_generated's rule, applied ahead of the step that will see n_tokens tokens.
+  int64_t hashed_end = st.hashed_end;
+  if (cfg_.insert_generated && st.sampled()) hashed_end = std::max(hashed_end, n_tokens - cfg_.local);
+  *part = ExactPart{};
+  part->end[0] = st.off_begin;
+  part->begin[1] = st.off_end, part->end[1] = st.n_prompt;
+  part->begin[2] = hashed_end, part->end[2] = std::max(hashed_end, n_tokens);
+  return true;
+}
+
+void MagicPigAttention::attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes,
+                                       float* out, float* lse, int n_threads) {
+  check_layer(layer, kv);
+  check(!shape_.slides(layer), "magicpig: layer " + std::to_string(layer) + " slides; it has no sampled part");
+  check_attend(layer, kv);
+  ExactPart part;
+  check(exact_part(layer, kv.n_tokens, &part),
+        cfg_.name + ": layer " + std::to_string(layer) +
+            " has no sampled part to compute alone (a dense layer, or an estimate that needs the exact part)");
+  check(out != nullptr && lse != nullptr, "magicpig: attend_sampled needs out and lse arrays");
+  const int H = shape_.n_head;
+  std::vector<int64_t> read(H, 0);
+  LayerState& st = layers_[layer];
+  if (st.sampled()) {
+    sparse_step(st, kv, q, q_codes, out, lse, n_threads, read.data());
+  } else {  // nothing offloaded: every key is in the exact part, the sample is empty
+    std::fill(out, out + static_cast<int64_t>(H) * shape_.head_dim, 0.0f);
+    std::fill(lse, lse + H, -std::numeric_limits<float>::infinity());
+    std::fill(read.begin(), read.end(), st.n_prompt);
+  }
+  // The cost is the algorithm's (what attend() would count), wherever the exact part runs.
+  cost_.keys_total += static_cast<double>(kv.n_prompt) * H;
+  for (int64_t r : read) cost_.keys_read += static_cast<double>(r);
+}
+
+bool MagicPigAttention::query_hashing(QueryHashing* h) const {
+  if (!samples_alone()) return false;
+  h->w = proj_->w.data();
+  h->head_dim = proj_->head_dim, h->k = proj_->k, h->l = proj_->l;
+  h->ld = proj_->ld;
+  // lsh::hash_rows runs its AVX2/FMA kernel from Isa::Avx2 up (one FMA chain per column in d
+  // order) and the scalar reference (multiply, then add) below.
+  h->fused = isa_ >= Isa::Avx2;
+  return true;
+}
+
 // The G query heads of KV head kvh (q, out: G consecutive heads). Exact part over
 // [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens); sampled part over each head's
 // candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares its tables and its
-// exact part (one pass for all G heads); each head then walks its own candidates' K and V rows. Query codes of head g in table t: codes_t[t * code_stride + g].
-// n_cand[g] = #candidates of head g.
+// exact part (one pass for all G heads); each head then walks its own candidates' K and V rows.
+// Query codes of head g in table t: codes_t[t * code_stride + g]. n_cand[g] = #candidates of
+// head g. With lse_sampled the exact part is skipped: out gets the sampled part alone and
+// lse_sampled[g] its log-normaliser.
 void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q,
                                      float* out, const uint16_t* codes_t, int64_t code_stride, int64_t* n_cand,
-                                     Scratch& s) {
+                                     float* lse_sampled, Scratch& s) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
   const HeadState& hs = st.heads[kvh];
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
@@ -201,9 +266,10 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
   s.st_exact.assign(G, PartialSoftmax{});
   s.acc_exact.assign(gd, 0.0f);
   const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
-  for (const auto& r : ranges)
-    if (r[1] > r[0])
-      attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa);
+  if (!lse_sampled)
+    for (const auto& r : ranges)
+      if (r[1] > r[0])
+        attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa);
 
   // Query codes, transposed to [g][t] for retrieve.
   s.qcodes.resize(static_cast<size_t>(G) * L);
@@ -248,6 +314,14 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
     ps.l = blk::exp_shift_sum(sg, m, ps.m, isa);
     walk.base = kv.value(kvh, 0);
     sampled::accumulate_walk(kv.dtype, walk, sg, d, s.acc_sampled.data() + static_cast<size_t>(g) * d, isa);
+  }
+  if (lse_sampled) {
+    for (int g = 0; g < G; ++g) {
+      const size_t o = static_cast<size_t>(g) * d;
+      finish_partial_softmax(s.st_sampled[g], s.acc_sampled.data() + o, out + o, d);
+      lse_sampled[g] = s.st_sampled[g].lse();
+    }
+    return;
   }
   for (int g = 0; g < G; ++g) {
     float* ae = s.acc_exact.data() + static_cast<size_t>(g) * d;

@@ -24,6 +24,7 @@ MagicPigAdaptiveAttention::MagicPigAdaptiveAttention(const Config& cfg, const He
   z_ = normal_upper_quantile(cfg.delta / 2);
   vnorm2_.resize(static_cast<size_t>(shape.n_layer) * shape.n_kv_head);
   start_.assign(shape.n_layer, std::vector<uint8_t>(shape.n_head, static_cast<uint8_t>(ladder_->start())));
+  credit_.assign(shape.n_layer, std::vector<float>(shape.n_head, 0.0f));
 }
 
 void MagicPigAdaptiveAttention::add_value_norms(int layer, const KvView& kv, int64_t begin, int64_t end) {
@@ -67,7 +68,8 @@ void MagicPigAdaptiveAttention::attend_sparse(int layer, const KvView& kv, const
   if (!st.sampled()) {  // nothing offloaded (short prompt): exact over everything
     dense_decode(kv, shape_, q, out, n_threads, lse_);
     std::fill(keys_read, keys_read + H, st.n_prompt);
-    for (int h = 0; h < H; ++h) last_[h] = {0.0, 0.0, st.n_prompt, ladder_->exact(), 1, true};
+    for (int h = 0; h < H; ++h)
+      last_[h] = {.bound = 0, .sd = 0, .keys_read = st.n_prompt, .rung = ladder_->exact(), .tries = 1, .exact = true};
     return;
   }
   n_threads = std::max(1, n_threads);
@@ -76,21 +78,17 @@ void MagicPigAdaptiveAttention::attend_sparse(int layer, const KvView& kv, const
   if (st.hashed_end > hashed_before) add_value_norms(layer, kv, hashed_before, st.hashed_end);
   if (static_cast<int>(ascratch_.size()) < n_threads) ascratch_.resize(n_threads);
   // As magicpig: each thread takes a contiguous range of KV heads and hashes their queries in
-  // one pass over the projection.
+  // one pass over the projection (query_codes).
 #pragma omp parallel num_threads(n_threads)
   {
     const int t = omp_get_thread_num(), nt = omp_get_num_threads();
     const int g0 = n_kv * t / nt, g1 = n_kv * (t + 1) / nt;
     AScratch& s = ascratch_[t];
-    const int64_t rows = static_cast<int64_t>(g1 - g0) * G;
-    if (rows > 0) {
-      s.qcodes_t.resize(static_cast<size_t>(cfg_.lsh_l) * rows);
-      lsh::hash_rows(*proj_, q + static_cast<int64_t>(g0) * G * d, rows, d, s.qcodes_t.data(), rows, isa_);
-    }
+    const QueryCodes qc = query_codes(q, nullptr, g0, g1, s.qcodes_t);
     for (int kvh = g0; kvh < g1; ++kvh)
       attend_group_adaptive(layer, kv, kvh, q + static_cast<int64_t>(kvh) * G * d,
-                            out + static_cast<int64_t>(kvh) * G * d,
-                            s.qcodes_t.data() + static_cast<int64_t>(kvh - g0) * G, rows, keys_read + kvh * G, s);
+                            out + static_cast<int64_t>(kvh) * G * d, qc.t + static_cast<int64_t>(kvh - g0) * G,
+                            qc.stride, keys_read + kvh * G, s);
   }
   const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
   for (int h = 0; h < H; ++h) {
@@ -100,7 +98,8 @@ void MagicPigAdaptiveAttention::attend_sparse(int layer, const KvView& kv, const
 }
 
 // The exact part (one pass for the G heads of the group, as magicpig), then per head: estimate
-// on the start rung, climb while the bound exceeds eps, keep the last rung's output.
+// on the start rung, climb while the estimated P(err > eps) exceeds what the head may spend
+// (delta + its credit, at most kMaxExceed), keep the last rung's output.
 void MagicPigAdaptiveAttention::attend_group_adaptive(int layer, const KvView& kv, int kvh, const float* q,
                                                       float* out, const uint16_t* codes_t, int64_t code_stride,
                                                       int64_t* n_read, AScratch& s) {
@@ -124,26 +123,42 @@ void MagicPigAdaptiveAttention::attend_group_adaptive(int layer, const KvView& k
     const int first = std::min<int>(start_[layer][hq], ladder_->exact());
     int rung = first, tries = 0;
     Estimate e;
-    double bound = 0;
+    double bound = 0, p_exceed = 0;
+    // With no credit this is bound <= eps: P(|Z| sigma > eps) <= delta iff z_{1-delta/2} sigma <= eps.
+    const double allowance = std::min(kMaxExceed, cfg_.delta + credit_[layer][hq]);
     while (true) {
       ++tries;
       if (ladder_->rung(rung).exact) {
         e = exact_rung(st, kv, kvh, g, qg, s);
         bound = 0;
+        p_exceed = 0;
         break;
       }
       e = sample_rung(layer, kv, kvh, g, qg, rung, s.qcodes.data() + static_cast<size_t>(g) * L, s);
-      bound = z_ * std::sqrt(variance_inflation(rung)) * e.sd;
+      const double sigma = std::sqrt(variance_inflation(rung)) * e.sd;
+      bound = z_ * sigma;
+      p_exceed = adaptive::exceed_probability(cfg_.eps, sigma);  // 1 for a NaN sd: climbs
       const bool too_few = e.n_cand < kMinCandidates && rung < top_lsh;
-      if (bound <= cfg_.eps && !too_few) break;  // a NaN bound climbs
+      if (p_exceed <= allowance && !too_few) break;
       ++rung;
     }
     finish_partial_softmax(e.merged, s.o.data(), out + static_cast<size_t>(g) * d, d);
     report_lse(hq, e.merged);
     n_read[g] = e.n_cand;
-    last_[hq] = {bound, e.sd, 0, rung, tries, ladder_->rung(rung).exact};
+    last_[hq] = {.bound = bound,
+                 .sd = e.sd,
+                 .keys_read = 0,
+                 .rung = rung,
+                 .tries = tries,
+                 .exact = ladder_->rung(rung).exact,
+                 .p_exceed = p_exceed};
+    const double credit = credit_[layer][hq] + cfg_.delta - p_exceed;
+    credit_[layer][hq] = static_cast<float>(std::clamp(credit, 0.0, kCreditSteps * cfg_.delta));
+    // Without credit: the bound is below kNarrow * eps.
+    const double next_allowance = std::min(kMaxExceed, cfg_.delta + credit_[layer][hq]);
+    const bool narrow = adaptive::exceed_probability(cfg_.eps, bound / z_ / kNarrow) <= next_allowance;
     int next = rung;
-    if (tries == 1 && rung > 0 && bound < kNarrow * cfg_.eps) next = rung - 1;
+    if (tries == 1 && rung > 0 && narrow) next = rung - 1;
     start_[layer][hq] = static_cast<uint8_t>(next);
   }
 }
@@ -232,6 +247,7 @@ size_t MagicPigAdaptiveAttention::aux_bytes() const {
   size_t b = MagicPigAttention::aux_bytes();
   for (const auto& v : vnorm2_) b += v.capacity() * sizeof(float);
   for (const auto& s : start_) b += s.capacity();
+  for (const auto& c : credit_) b += c.capacity() * sizeof(float);
   return b;
 }
 

@@ -2,7 +2,8 @@
 // It is MagicPIG (same tables, built once with the largest (K, L); same exact part) with a
 // per-head, per-step choice of the candidate set: the step starts on the head's current rung
 // of the ladder (adaptive_ladder.h), estimates the relative error of the output from the sample
-// (adaptive_estimate.h), climbs a rung while the claimed bound exceeds eps, and the next step
+// (adaptive_estimate.h), climbs a rung while the estimated probability that the error exceeds
+// eps is above what the head may spend (delta plus its unspent credit), and the next step
 // starts a rung lower when this one ended comfortably below eps.
 #pragma once
 #include <iterator>
@@ -30,13 +31,22 @@ class MagicPigAdaptiveAttention final : public MagicPigAttention, public BoundRe
     constexpr int n = static_cast<int>(std::size(kVarianceInflation));
     return kVarianceInflation[rung < n ? rung : n - 1];
   }
-  // The next step starts one rung lower when this step's bound was below kNarrow * eps on the
-  // rung it started on: one rung down has about half to a quarter of the candidates, so its
-  // standard deviation is ~1.4-2x larger and would still be expected to meet eps.
+  // The next step starts one rung lower when this step met its allowance on the rung it started
+  // on with the standard deviation divided by kNarrow (without credit: its bound was below
+  // kNarrow * eps): one rung down has about half to a quarter of the candidates, so its
+  // standard deviation is ~1.4-2x larger and would still be expected to meet the allowance.
   static constexpr double kNarrow = 0.5;
   // Fewer candidates than this say too little about the distribution to estimate a variance:
   // the head climbs while LSH rungs are left.
   static constexpr int64_t kMinCandidates = 8;
+  // The claim is over steps: each head's outputs exceed eps in at most a delta fraction of its
+  // steps (in expectation). A step whose estimated P(err > eps) = p is below delta leaves
+  // delta - p unspent; that credit lets a later step of the same head accept p up to delta +
+  // credit instead of climbing, so sum_t p_t <= delta * steps holds for every head. Credit is
+  // capped at kCreditSteps steps' worth so that a long easy stretch cannot pay for a long hard
+  // one, and p never above kMaxExceed, where the normal tail stops bounding the norm's.
+  static constexpr double kCreditSteps = 20;
+  static constexpr double kMaxExceed = 0.2;
 
   MagicPigAdaptiveAttention(const Config& cfg, const HeadShape& shape);
 
@@ -51,6 +61,8 @@ class MagicPigAdaptiveAttention final : public MagicPigAttention, public BoundRe
   // The rung the next step of (layer, query head) starts on.
   int start_rung(int layer, int head) const { return start_[layer][head]; }
   void set_start_rung(int layer, int head, int rung) { start_[layer][head] = static_cast<uint8_t>(rung); }
+  // The P(err > eps) that (layer, query head) has left unspent, in [0, kCreditSteps * delta].
+  double credit(int layer, int head) const { return credit_[layer][head]; }
 
  private:
   struct AScratch {
@@ -68,6 +80,8 @@ class MagicPigAdaptiveAttention final : public MagicPigAttention, public BoundRe
     int64_t n_cand = 0;
   };
 
+  // The estimate's bound needs the exact part's softmax: no attend_sampled split.
+  bool samples_alone() const override { return false; }
   void check_attend(int layer, const KvView& kv) const override;
   void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                      int64_t* keys_read) override;
@@ -84,6 +98,7 @@ class MagicPigAdaptiveAttention final : public MagicPigAttention, public BoundRe
   double z_ = 0;
   std::vector<std::vector<float>> vnorm2_;  // [layer * n_kv + kv head][position]: |v|^2 of hashed keys
   std::vector<std::vector<uint8_t>> start_;  // [layer][query head]
+  std::vector<std::vector<float>> credit_;   // [layer][query head]
   std::vector<AScratch> ascratch_;           // per OpenMP thread
   // The last attend() call's bounds; attend() itself is LayeredPolicy's (final), so a dense
   // layer's call is recognised in check_attend, which every call passes through.

@@ -20,6 +20,12 @@ class MagicPigAttention : public LayeredPolicy {
 
   void prefill_done(int layer, const KvView& kv, int n_threads) override;
   void set_sum_reducer(SumReducer reduce) override { reduce_ = std::move(reduce); }
+  // The exact part: [0, sinks), the prompt's last `local` positions and the generated tokens
+  // not hashed yet (all of them when the layer offloaded nothing: its sampled part is empty).
+  bool exact_part(int layer, int64_t n_tokens, ExactPart* part) const override;
+  void attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out, float* lse,
+                      int n_threads) override;
+  bool query_hashing(QueryHashing* h) const override;
   std::unique_ptr<SequenceAttention> clone() const override;
   size_t aux_bytes() const override;
 
@@ -66,14 +72,32 @@ class MagicPigAttention : public LayeredPolicy {
     RowsScratch rows;
   };
 
+  // The query codes of the query heads of KV heads [g0, g1) as [table][query head] with a row
+  // stride: q_codes ([L][n_head], computed elsewhere) from head g0 * G on, or q's rows of those
+  // heads hashed into scratch in one pass over the projection. Each decode thread calls it for
+  // its range of KV heads.
+  struct QueryCodes {
+    const uint16_t* t = nullptr;  // code of head g0 * G + r in table i: t[i * stride + r]
+    int64_t stride = 0;
+  };
+  QueryCodes query_codes(const float* q, const uint16_t* q_codes, int g0, int g1,
+                         std::vector<uint16_t>& scratch) const;
+  // False in a subclass whose estimate needs the exact part itself (magicpig-adaptive): it then
+  // has no exact_part / attend_sampled split.
+  virtual bool samples_alone() const { return true; }
+
   void check_attend(int layer, const KvView& kv) const override;
   void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                      int64_t* keys_read) override;
+  // The sampled layers' step: the whole output, or with lse_sampled the sampled part alone
+  // (attend_sampled). q_codes may be null (hash here).
+  void sparse_step(LayerState& st, const KvView& kv, const float* q, const uint16_t* q_codes, float* out,
+                   float* lse_sampled, int n_threads, int64_t* keys_read);
   void hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end,
                  int n_threads);
   void insert_generated(LayerState& st, const KvView& kv, int n_threads);
   void attend_group(const LayerState& st, const KvView& kv, int kvh, const float* q, float* out,
-                    const uint16_t* codes_t, int64_t code_stride, int64_t* n_cand, Scratch& s);
+                    const uint16_t* codes_t, int64_t code_stride, int64_t* n_cand, float* lse_sampled, Scratch& s);
 
   Isa isa_ = Isa::Scalar;  // selected_isa() once: it runs cpuid and reads the environment
   std::shared_ptr<const lsh::Projection> proj_;            // immutable: shared by clones

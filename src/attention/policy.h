@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "common/error.h"
 #include "kv/kv_cache.h"
 
 namespace mp::attn {
@@ -62,6 +63,32 @@ struct Cost {
   double fraction() const { return keys_total > 0 ? keys_read / keys_total : 1.0; }
 };
 
+// The positions a policy attends exactly on a sparse layer (heterogeneous decode, see
+// SequenceAttention::exact_part): up to three ranges [begin, end), empty where begin == end.
+struct ExactPart {
+  static constexpr int kRanges = 3;
+  int64_t begin[kRanges] = {0, 0, 0};
+  int64_t end[kRanges] = {0, 0, 0};
+  int64_t size() const {
+    int64_t n = 0;
+    for (int r = 0; r < kRanges; ++r) n += end[r] > begin[r] ? end[r] - begin[r] : 0;
+    return n;
+  }
+};
+
+// How a policy hashes a decode query (SimHash, attention/lsh.h), for hashing it elsewhere (the
+// GPU) bit for bit: bit j of table t is [dot(q_head, W[:, t*k + j]) > 0] (an exact 0 and NaN
+// give 0), the code of table t is sum_j bit_j 2^j. The raw query after RoPE is hashed (no
+// centring: the tables' keys are centred, the query is not). The dot is a chain over the
+// head_dim elements in order starting from 0: fused multiply-adds when `fused`, otherwise a
+// product rounded to float and then added.
+struct QueryHashing {
+  const float* w = nullptr;  // [head_dim][ld], columns [0, k * l) used
+  int head_dim = 0, k = 0, l = 0;
+  int64_t ld = 0;
+  bool fused = false;
+};
+
 // Per-sequence policy state for every layer. Not thread-safe; one per sequence.
 class SequenceAttention {
  public:
@@ -85,6 +112,31 @@ class SequenceAttention {
   // rank (a collective). Policies without such a statistic ignore it.
   using SumReducer = std::function<void(std::span<double> sums)>;
   virtual void set_sum_reducer(SumReducer reduce) {}
+
+  // Heterogeneous decode (src/backends/cuda): a policy whose sparse layers attend an exact part
+  // (magicpig: sinks, the prompt's last `local` positions, generated tokens not hashed yet) plus
+  // a sampled part can leave the exact part to another device and compute the sampled part
+  // alone. exact_part is true when `layer` (after prefill_done) splits so, and sets the exact
+  // positions of the step that will see n_tokens tokens (the step's own token included). False
+  // for dense layers and for policies without such a split (the default); magicpig-adaptive's
+  // estimator needs the exact part itself and also answers false.
+  virtual bool exact_part(int /*layer*/, int64_t /*n_tokens*/, ExactPart* /*part*/) const { return false; }
+  // The sampled part alone of one decode step of a layer where exact_part is true: out
+  // [n_head][head_dim] = the sampled keys' values weighted by their softmax normalised over
+  // them, lse[n_head] = the natural log of that normaliser in attend_with_lse's scale
+  // (logits q.k/sqrt(head_dim), importance corrections included). A head that sampled no key
+  // gets out = 0, lse = -inf (the log of an empty sum). Merging out by log-sum-exp with the
+  // softmax over exact_part's positions (logits q.k/sqrt(head_dim)) gives attend()'s output.
+  // q_codes: the query's hash codes computed elsewhere as query_hashing describes, [l][n_head]
+  // (table-major), or null to hash here. State (tables, cost) changes as in attend(). The
+  // default throws mp::Error.
+  virtual void attend_sampled(int /*layer*/, const KvView& /*kv*/, const float* /*q*/, const uint16_t* /*q_codes*/,
+                              float* /*out*/, float* /*lse*/, int /*n_threads*/) {
+    throw Error("attention policy: this policy does not compute a sampled part alone");
+  }
+  // The hashing of queries that attend_sampled's q_codes must reproduce; false (the default)
+  // for policies that hash nothing. The projection lives as long as the policy.
+  virtual bool query_hashing(QueryHashing* /*h*/) const { return false; }
   // Deep copy (used when a sequence is forked).
   virtual std::unique_ptr<SequenceAttention> clone() const = 0;
   virtual const Cost& cost() const = 0;

@@ -43,6 +43,9 @@ static SequenceOptions resolve(const Model& m, SequenceOptions opt) {
   check(opt.prefill_chunk >= 1, "prefill chunk must be >= 1");
   check(opt.kv_type == DType::BF16 || opt.kv_type == DType::F16, "kv_type must be bf16 or f16");
   opt.attention.validate(head_shape(m.hp));
+  check(opt.device_kv_layers.empty() || opt.device_kv_layers.size() == size_t(m.hp.n_layer),
+        "device_kv_layers needs one flag per layer (" + std::to_string(m.hp.n_layer) + "), got " +
+            std::to_string(opt.device_kv_layers.size()));
   return opt;
 }
 
@@ -55,7 +58,13 @@ MemoryEstimate estimate_memory(const Model& m, const SequenceOptions& opt_in) {
   if (opt.n_ctx == 0) opt.n_ctx = m.hp.n_ctx_train;
   MemoryEstimate e;
   e.n_ctx = std::max<int64_t>(opt.n_ctx, 0);
-  e.kv_bytes = KvCache::bytes_per_token(kv_shape(m, opt)) * static_cast<size_t>(e.n_ctx);
+  // Layers on a device keep no resident K/V here (SequenceOptions::device_kv_layers).
+  const auto n_layer = static_cast<size_t>(std::max(1, m.hp.n_layer));
+  const size_t per_layer = KvCache::bytes_per_token(kv_shape(m, opt)) / n_layer;
+  const auto on_device = static_cast<size_t>(
+      std::count_if(opt.device_kv_layers.begin(), opt.device_kv_layers.end(), [](char c) { return c != 0; }));
+  const size_t cpu_layers = n_layer - std::min(on_device, n_layer);
+  e.kv_bytes = per_layer * cpu_layers * static_cast<size_t>(e.n_ctx);
   e.aux_bytes = attn::aux_bytes_estimate(opt.attention, head_shape(m.hp), e.n_ctx, opt.n_threads);
   return e;
 }

@@ -27,6 +27,11 @@ struct SequenceOptions {
   // structures from it when made or forked and returns them when destroyed. Null: each
   // sequence is checked alone against the memory available when it is made.
   std::shared_ptr<MemoryBudget> memory_budget;
+  // Layers whose K/V a device holds while the sequence is attached to a CUDA decoder (n_layer
+  // flags, backends/cuda gpu_attention_layers; empty: none). The memory budget counts only the
+  // other layers' K/V: attach returns these layers' CPU pages to the OS. Not counted: their
+  // prompt K/V between the prefill and attach, and all of it again after a detach.
+  std::vector<char> device_kv_layers;
 };
 
 class Sequence {

@@ -1,7 +1,7 @@
 // magicpig-adaptive on synthetic heads whose attention is known (one-hot, flat, power-law): the
 // claimed bound against the true error of the output (dense_decode on the same cache), the
-// ladder's widening and narrowing, cost accounting, clone; the ladder, the estimate's formula
-// and the registry entry.
+// ladder's widening and narrowing, the credit of unspent failure probability, cost accounting,
+// clone; the ladder, the estimate's formula, the normal tail and the registry entry.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -128,6 +128,9 @@ Coverage run_coverage(Shape shape, double eps, double delta, uint64_t seed) {
   Coverage c;
   std::vector<float> exact;
   for (int step = 0; step < 40; ++step) {
+    double allowance[4];
+    for (int h = 0; h < 4; ++h)
+      allowance[h] = std::min(MagicPigAdaptiveAttention::kMaxExceed, delta + r.pol->credit(0, h));
     const auto out = r.step(r.query(), exact);
     const auto bounds = r.pol->last_bounds();
     EXPECT_EQ(bounds.size(), 4u);
@@ -135,9 +138,15 @@ Coverage run_coverage(Shape shape, double eps, double delta, uint64_t seed) {
       const HeadBound& b = bounds[h];
       const double err = rel_err(out.data() + h * kD, exact.data() + h * kD, kD);
       const bool is_exact = b.rung == r.pol->ladder().exact();
-      // What the policy claims: the bound met eps, or the head fell back to exact attention.
-      EXPECT_TRUE(b.bound <= eps || is_exact) << "bound " << b.bound;
-      if (is_exact) EXPECT_LT(err, 1e-5) << "exact rung";
+      // What the policy claims: P(err > eps) within what the head could spend (the bound met
+      // eps when it had no credit), or the head fell back to exact attention.
+      EXPECT_TRUE(b.p_exceed <= allowance[h] + 1e-12 || is_exact) << "p " << b.p_exceed;
+      if (b.p_exceed <= delta && !is_exact) {
+        EXPECT_LE(b.bound, eps * (1 + 1e-9));
+      }
+      if (is_exact) {
+        EXPECT_LT(err, 1e-5) << "exact rung";
+      }
       c.n += 1;
       c.above_eps += err > eps;
       c.exact += is_exact;
@@ -193,8 +202,9 @@ TEST(MagicPigAdaptive, UnreachableEpsClimbsEveryRungToExact) {
       // first rung (exact, bound 0) probes one rung lower next time.
       EXPECT_EQ(r.pol->start_rung(0, h), b[h].tries == 1 ? lad.exact() - 1 : lad.exact());
     }
-    if (step == 1)
+    if (step == 1) {
       for (int h = 0; h < 4; ++h) EXPECT_EQ(b[h].tries, 1);
+    }
     EXPECT_EQ(static_cast<int64_t>(r.pol->cost().keys_read) - before, 4 * 1500);
   }
 }
@@ -268,6 +278,42 @@ TEST(MagicPigAdaptive, DenseLayerReportsNoBounds) {
   EXPECT_EQ(pol.last_bounds().size(), 4u);
   pol.attend(0, seq.cache->view(0), q.data(), out.data(), 1);
   EXPECT_TRUE(pol.last_bounds().empty());
+}
+
+// The failure budget: every step's P(err > eps) stays within delta + the credit the head had,
+// the credit moves by delta - p (clamped to [0, kCreditSteps delta]), so the sum of the p a
+// head accepted never exceeds delta per step; and credit is actually spent (eps = 0.11 puts
+// the (60, 1) rung's bound just above eps: the heads alternate between exact attention, which
+// earns delta, and that rung accepted with p ~ 0.07), with the true error still within delta.
+TEST(MagicPigAdaptive, CreditIsSpentButNeverOverdrawn) {
+  const double eps = 0.11, delta = 0.05;
+  AdaptiveRun r(adaptive_config(eps, delta), one_layer(4, 1), synthetic(Shape::PowerLaw, 11), 2000, 11);
+  std::vector<float> exact;
+  std::vector<double> spent(4, 0.0);
+  int over_eps_bounds = 0, above_eps = 0;
+  const int steps = 60;
+  for (int step = 0; step < steps; ++step) {
+    double before[4];
+    for (int h = 0; h < 4; ++h) before[h] = r.pol->credit(0, h);
+    const auto out = r.step(r.query(), exact);
+    const auto b = r.pol->last_bounds();
+    for (int h = 0; h < 4; ++h) {
+      above_eps += rel_err(out.data() + h * kD, exact.data() + h * kD, kD) > eps;
+      const double p = b[h].p_exceed;
+      EXPECT_LE(p, std::min(MagicPigAdaptiveAttention::kMaxExceed, delta + before[h]) + 1e-12);
+      if (b[h].exact) {
+        EXPECT_EQ(p, 0.0);
+      }
+      const double want = std::clamp(before[h] + delta - p, 0.0, MagicPigAdaptiveAttention::kCreditSteps * delta);
+      EXPECT_NEAR(r.pol->credit(0, h), want, 1e-6);
+      spent[h] += p;
+      over_eps_bounds += !b[h].exact && b[h].bound > eps;
+    }
+  }
+  for (int h = 0; h < 4; ++h) EXPECT_LE(spent[h], delta * steps + 1e-9) << "head " << h;
+  EXPECT_GT(over_eps_bounds, 0) << "no step spent credit";
+  // Spending the credit keeps the measured error within the claim.
+  EXPECT_LE(wilson_lower(above_eps, 4.0 * steps), delta) << above_eps << " of " << 4 * steps;
 }
 
 // ---- ladder, estimate, registry ---------------------------------------------------------
@@ -371,6 +417,19 @@ TEST(AdaptiveEstimate, MatchesTheDirectFormula) {
   EXPECT_NEAR(got, want, 1e-5 * want);
   // Nothing sampled: no variance.
   EXPECT_EQ(adaptive::relative_sd(PartialSoftmax{}, merged, o.data(), b.data(), 0, 0, d), 0.0);
+}
+
+// Closed forms of the normal tail: P(|Z| > 1.959964) = 0.05, P(|Z| > 1) = 0.3173105; the
+// acceptance rule p <= delta is the bound z_{1-delta/2} sigma <= eps.
+TEST(AdaptiveEstimate, ExceedProbability) {
+  EXPECT_NEAR(adaptive::exceed_probability(1.959963984540054, 1.0), 0.05, 1e-12);
+  EXPECT_NEAR(adaptive::exceed_probability(0.3, 0.3), 0.31731050786291410, 1e-12);
+  EXPECT_EQ(adaptive::exceed_probability(0.1, 0.0), 0.0);
+  EXPECT_EQ(adaptive::exceed_probability(0.1, std::nan("")), 1.0);
+  EXPECT_EQ(adaptive::exceed_probability(0.1, INFINITY), 1.0);
+  const double delta = 0.05, z = normal_upper_quantile(delta / 2), eps = 0.2;
+  EXPECT_LE(adaptive::exceed_probability(eps, eps / z * 0.999), delta);
+  EXPECT_GT(adaptive::exceed_probability(eps, eps / z * 1.001), delta);
 }
 
 TEST(MagicPigAdaptive, RegistryEntry) {

@@ -63,8 +63,9 @@ mp::SequenceOptions seq_options(const std::string& policy, int64_t n_ctx = 1024)
   return so;
 }
 
-cu::CudaDecoderOptions decoder_options(const mp::SequenceOptions& so, int batch) {
+cu::CudaDecoderOptions decoder_options(const mp::SequenceOptions& so, int batch, bool split = true) {
   cu::CudaDecoderOptions o;
+  o.split_sparse = split;
   o.n_ctx = so.n_ctx;
   o.max_batch = batch;
   o.attention = so.attention;
@@ -104,17 +105,22 @@ TEST(CudaDecoder, PlanOverTheLimitIsRefusedBeforeTheDeviceIsTouched) {
 // same_tokens the GPU's argmax must equal the CPU's at every step; the logits must agree
 // within logit_nmse either way.
 void expect_same_greedy_tokens(const Fixture& f, const mp::SequenceOptions& so, int prompt_len, int steps,
-                               double logit_nmse, bool same_tokens = true) {
-  const std::string policy = so.attention.name;
+                               double logit_nmse, bool same_tokens = true, bool split = true) {
+  const std::string policy = so.attention.name + (split ? "" : " (sparse layers whole on the CPU)");
   mp::Sequence cpu(*f.model, so);
   cpu.prefill(prompt(prompt_len, 1));
   auto gpu = cpu.fork();
-  cu::CudaDecoder dec(*f.model, decoder_options(so, 1));
+  cu::CudaDecoder dec(*f.model, decoder_options(so, 1, split));
+  if (so.attention.name == "magicpig") {
+    EXPECT_EQ(dec.splits_sparse_layers(), split);
+  }
   dec.attach(*gpu);
   mp::Sequence* one[] = {gpu.get()};
   for (int s = 0; s < steps; ++s) {
     const int32_t t = argmax(cpu.logits());
-    if (same_tokens) ASSERT_EQ(argmax(gpu->logits()), t) << policy << " step " << s;
+    if (same_tokens) {
+      ASSERT_EQ(argmax(gpu->logits()), t) << policy << " step " << s;
+    }
     cpu.step(t);
     const int32_t tok[] = {t};
     dec.step(one, tok);
@@ -141,13 +147,52 @@ TEST(CudaDecoder, HeterogeneousMagicpigMatchesTheCpu) {
   // tables grown by insert_generated); a prompt long enough to sample. With K = 0 every key is
   // a candidate (u = 1), so the CPU's estimate is exact whatever the query's hash codes and the
   // GPU and CPU runs must agree to rounding.
+  // The GPU attends the exact part (sinks, local window; 4 + 16 rows + a ring of 16 generated
+  // tokens, overwritten from step 17 on) and hashes the query, the CPU the sampled part.
   const Fixture f("llama", mp::DType::F32, 4);
   mp::SequenceOptions exact = seq_options("magicpig");
   exact.attention.lsh_k = 0;
-  expect_same_greedy_tokens(f, exact, 600, 12, 1e-8);
+  expect_same_greedy_tokens(f, exact, 600, 24, 1e-8);
+  expect_same_greedy_tokens(f, exact, 600, 12, 1e-8, true, /*split=*/false);
+  // Generated tokens never hashed: the device holds the exact part for 16 steps, then the CPU
+  // attends the sparse layers whole. A prompt too short to sample: likewise.
+  mp::SequenceOptions kept = exact;
+  kept.attention.insert_generated = false;
+  expect_same_greedy_tokens(f, kept, 600, 24, 1e-8);
+  expect_same_greedy_tokens(f, exact, 12, 24, 1e-8);
   // With real sampling the GPU's q differs from the CPU's by float rounding, which can flip a
   // hash bit and change a candidate set: the logits stay close, the tokens may not.
   expect_same_greedy_tokens(f, seq_options("magicpig"), 600, 12, 1e-2, false);
+}
+
+TEST(CudaDecoder, HeterogeneousMagicpigBatchEqualsTheCpuBatch) {
+  if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device";
+  // Sequences of 5 (too short to sample), 300 and 900 prompt tokens decoded together: per
+  // sequence and sparse layer the GPU's exact part or the CPU's whole layer, merged by LSE.
+  const Fixture f("llama", mp::DType::F32, 4);
+  mp::SequenceOptions so = seq_options("magicpig");
+  so.attention.lsh_k = 0;
+  std::vector<std::unique_ptr<mp::Sequence>> cpu, gpu;
+  const int lengths[] = {5, 300, 900};
+  cu::CudaDecoder dec(*f.model, decoder_options(so, 3));
+  ASSERT_TRUE(dec.splits_sparse_layers());
+  std::vector<mp::Sequence*> cs, gs;
+  for (int i = 0; i < 3; ++i) {
+    cpu.push_back(std::make_unique<mp::Sequence>(*f.model, so));
+    cpu.back()->prefill(prompt(lengths[i], i));
+    gpu.push_back(cpu.back()->fork());
+    dec.attach(*gpu.back());
+    cs.push_back(cpu.back().get());
+    gs.push_back(gpu.back().get());
+  }
+  for (int step = 0; step < 20; ++step) {
+    std::vector<int32_t> toks;
+    for (auto* s : cs) toks.push_back(argmax(s->logits()));
+    mp::step_batch(cs, toks);
+    dec.step(gs, toks);
+    for (int i = 0; i < 3; ++i) EXPECT_LT(nmse(gs[size_t(i)]->logits(), cs[size_t(i)]->logits()), 1e-8) << i;
+  }
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(gs[size_t(i)]->cost().keys_read, cs[size_t(i)]->cost().keys_read) << i;
 }
 
 TEST(CudaDecoder, BatchOfDifferentLengthsEqualsTheCpuBatch) {
@@ -192,6 +237,18 @@ TEST(CudaDecoder, AttachRefusesMismatches) {
   b.prefill(prompt(8, 2));
   pig.prefill(prompt(8, 3));
   EXPECT_THROW(dec.attach(pig), mp::Error);  // other layers on the GPU
+  mp::SequenceOptions budgeted = so;
+  budgeted.device_kv_layers.assign(4, 0);  // budgeted as if no layer's K/V were on the device
+  mp::Sequence c(*f.model, budgeted);
+  c.prefill(prompt(8, 4));
+  EXPECT_THROW(dec.attach(c), mp::Error);
+  const mp::SequenceOptions pso = seq_options("magicpig");
+  cu::CudaDecoder pig_dec(*f.model, decoder_options(pso, 2));
+  mp::SequenceOptions other_seed = pso;
+  other_seed.attention.lsh_seed = 7;
+  mp::Sequence d(*f.model, other_seed);
+  d.prefill(prompt(8, 5));
+  EXPECT_THROW(pig_dec.attach(d), mp::Error);  // another projection than the decoder hashes with
   dec.attach(a);
   EXPECT_THROW(dec.attach(a), mp::Error);    // twice
   EXPECT_THROW(dec.attach(b), mp::Error);    // no free slot

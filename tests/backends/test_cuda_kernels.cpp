@@ -10,6 +10,8 @@
 
 #include "device_test_util.h"
 #include "attention/dense.h"
+#include "attention/lsh.h"
+#include "common/cpu.h"
 #include "backends/cuda/cuda_probe.h"
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/device_ops.h"
@@ -154,18 +156,66 @@ TEST(CudaKernels, KvAppendAndSplitAttentionMatchDenseDecode) {
       last.push_back(lengths[size_t(i)] - 1);
     }
     const std::vector<float> q = random_floats(size_t(n * n_head * d), 77);
-    std::vector<float> ref(q.size());
+    std::vector<float> ref(q.size()), ref_lse(size_t(n * n_head));
     mp::attn::HeadShape shape{1, n_head, n_kv, d, {}, 0};
     for (int i = 0; i < n; ++i)
-      mp::attn::dense_decode(caches[size_t(i)]->view(0), shape, &q[size_t(i * n_head * d)], &ref[size_t(i * n_head * d)], 1);
-    cu::DeviceBuffer dpos = to_device(last), dq = to_device(q), dout(q.size() * 4);
+      mp::attn::dense_decode(caches[size_t(i)]->view(0), shape, &q[size_t(i * n_head * d)], &ref[size_t(i * n_head * d)], 1,
+                             &ref_lse[size_t(i * n_head)]);
+    cu::DeviceBuffer dpos = to_device(last), dq = to_device(q), dout(q.size() * 4), dlse(ref_lse.size() * 4);
     cu::DeviceBuffer partial(size_t(cu::attention_partial_floats(n, n_head, d, longest, cu::kAttentionChunk)) * 4);
     cu::DeviceKv kv{dbases.as<uint16_t* const>(), dpos.as<const int64_t>(), cap, n_kv, d, kv_type == DType::BF16};
     cu::attention_decode(kv, 0, dq.as<float>(), n, n_head, longest, cu::kAttentionChunk, partial.as<float>(),
-                         dout.as<float>(), s.handle());
+                         dout.as<float>(), s.handle(), dlse.as<float>());
     s.synchronize();
     EXPECT_LT(nmse(to_host(dout, q.size()), ref), 1e-10) << mp::dtype_name(kv_type);
+    const std::vector<float> lse = to_host(dlse, ref_lse.size());
+    for (size_t i = 0; i < lse.size(); ++i) EXPECT_NEAR(lse[i], ref_lse[i], 1e-4f * (1 + std::abs(ref_lse[i]))) << i;
   }
+}
+
+TEST(CudaKernels, RowsThatAttendNothingGetZeroAndMinusInfinity) {
+  REQUIRE_DEVICE();
+  // pos = -1: a sequence whose sparse layer the CPU attends whole (the exact part is empty there).
+  cu::Stream s;
+  const int n_head = 4, n_kv = 2, d = 64, cap = 8;
+  cu::DeviceBuffer slot(size_t(2) * n_kv * cap * d * 2);
+  slot.zero();
+  const std::vector<uint16_t*> bases = {slot.as<uint16_t>(), slot.as<uint16_t>()};
+  const std::vector<int64_t> last = {-1, 3};
+  const std::vector<float> q = random_floats(size_t(2 * n_head * d), 5);
+  cu::DeviceBuffer db = to_device(bases), dpos = to_device(last), dq = to_device(q), dout(q.size() * 4),
+                   dlse(size_t(2 * n_head) * 4);
+  cu::DeviceBuffer partial(size_t(cu::attention_partial_floats(2, n_head, d, 4, cu::kAttentionChunk)) * 4);
+  cu::DeviceKv kv{db.as<uint16_t* const>(), dpos.as<const int64_t>(), cap, n_kv, d, true};
+  cu::attention_decode(kv, 0, dq.as<float>(), 2, n_head, 4, cu::kAttentionChunk, partial.as<float>(), dout.as<float>(),
+                       s.handle(), dlse.as<float>());
+  s.synchronize();
+  const std::vector<float> out = to_host(dout, q.size()), lse = to_host(dlse, size_t(2 * n_head));
+  for (int i = 0; i < n_head * d; ++i) ASSERT_EQ(out[size_t(i)], 0.0f) << i;
+  for (int h = 0; h < n_head; ++h) {
+    EXPECT_EQ(lse[size_t(h)], -INFINITY) << h;
+    // Four zero keys: logits 0, lse = ln 4.
+    EXPECT_NEAR(lse[size_t(n_head + h)], std::log(4.0f), 1e-6f) << h;
+  }
+}
+
+TEST(CudaKernels, QueryHashCodesEqualTheCpuPolicysCodes) {
+  REQUIRE_DEVICE();
+  cu::Stream s;
+  const int n = 3, n_head = 32, d = 128;
+  const auto p = mp::attn::lsh::make_projection(d, 10, 150, 42);
+  std::vector<float> q = random_floats(size_t(n * n_head * d), 11);
+  q[5] = 0.0f;
+  const bool fused = mp::selected_isa() >= mp::Isa::Avx2;
+  std::vector<uint16_t> ref(size_t(n) * 150 * n_head);
+  for (int i = 0; i < n; ++i)
+    mp::attn::lsh::hash_rows(p, &q[size_t(i * n_head * d)], n_head, d, &ref[size_t(i) * 150 * n_head], n_head);
+  cu::DeviceBuffer dq = to_device(q), dw = to_device(p.w), dcodes(ref.size() * 2);
+  cu::hash_queries(dq.as<float>(), n, n_head, d, dw.as<float>(), p.ld, p.k, p.l, fused, dcodes.as<uint16_t>(), s.handle());
+  s.synchronize();
+  std::vector<uint16_t> got(ref.size());
+  dcodes.download(got.data(), got.size() * 2);
+  EXPECT_EQ(got, ref);
 }
 
 TEST(CudaKernels, LseMergePairMatchesMergeLseParts) {

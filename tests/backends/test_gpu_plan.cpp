@@ -43,11 +43,12 @@ TEST(GpuPlan, LayersOnTheGpuFollowThePolicy) {
 
 TEST(GpuPlan, Llama8bArithmetic) {
   const auto f = llama8b();
-  const GpuMemoryPlan all = mp::cuda::plan_gpu_memory(f, {16384, 1, mp::cuda::gpu_attention_layers(policy("dense"), 32)});
+  const GpuMemoryPlan all =
+      mp::cuda::plan_gpu_memory(f, {16384, 1, mp::cuda::gpu_attention_layers(policy("dense"), 32), {}});
   EXPECT_EQ(all.kv_bytes_per_seq, size_t(2) << 30);  // 32 layers x K,V x 8 heads x 16384 x 128 x 2 bytes
   EXPECT_EQ(all.gpu_kv_layers, 32);
   const GpuMemoryPlan pig =
-      mp::cuda::plan_gpu_memory(f, {16384, 4, mp::cuda::gpu_attention_layers(policy("magicpig"), 32)});
+      mp::cuda::plan_gpu_memory(f, {16384, 4, mp::cuda::gpu_attention_layers(policy("magicpig"), 32), {}});
   EXPECT_EQ(pig.kv_bytes_per_seq, size_t(128) << 20);
   EXPECT_EQ(pig.kv_bytes, size_t(512) << 20);
   // Activations (4 rows) + logits + attention partials (4 x 32 heads x 32 chunks x 129 floats).
@@ -64,7 +65,8 @@ TEST(GpuPlan, RefusesWhatDoesNotFitAndPrintsThePlan) {
   // exact attention need 32 GiB of KV, MagicPIG's two dense layers 2 GiB.
   const auto f = llama8b();
   const size_t limit = size_t(24) << 30;
-  const GpuMemoryPlan all = mp::cuda::plan_gpu_memory(f, {16384, 16, mp::cuda::gpu_attention_layers(policy("dense"), 32)});
+  const GpuMemoryPlan all =
+      mp::cuda::plan_gpu_memory(f, {16384, 16, mp::cuda::gpu_attention_layers(policy("dense"), 32), {}});
   try {
     mp::cuda::check_gpu_plan(all, size_t(140) << 30, limit);
     FAIL() << "must be refused";
@@ -74,7 +76,7 @@ TEST(GpuPlan, RefusesWhatDoesNotFitAndPrintsThePlan) {
     EXPECT_NE(m.find("exceeds --gpu-mem-limit 24.00 GiB"), std::string::npos) << m;
   }
   const GpuMemoryPlan pig =
-      mp::cuda::plan_gpu_memory(f, {16384, 16, mp::cuda::gpu_attention_layers(policy("magicpig"), 32)});
+      mp::cuda::plan_gpu_memory(f, {16384, 16, mp::cuda::gpu_attention_layers(policy("magicpig"), 32), {}});
   EXPECT_NO_THROW(mp::cuda::check_gpu_plan(pig, size_t(140) << 30, limit));
   try {
     mp::cuda::check_gpu_plan(pig, size_t(4) << 30, 0);
@@ -87,9 +89,9 @@ TEST(GpuPlan, RefusesWhatDoesNotFitAndPrintsThePlan) {
 TEST(GpuPlan, RejectsBadRequests) {
   const auto f = llama8b();
   const std::vector<char> layers(32, 1);
-  EXPECT_THROW(mp::cuda::plan_gpu_memory(f, {0, 1, layers}), mp::Error);
-  EXPECT_THROW(mp::cuda::plan_gpu_memory(f, {1024, 17, layers}), mp::Error);
-  EXPECT_THROW(mp::cuda::plan_gpu_memory(f, {1024, 1, std::vector<char>(3, 1)}), mp::Error);
+  EXPECT_THROW(mp::cuda::plan_gpu_memory(f, {0, 1, layers, {}}), mp::Error);
+  EXPECT_THROW(mp::cuda::plan_gpu_memory(f, {1024, 17, layers, {}}), mp::Error);
+  EXPECT_THROW(mp::cuda::plan_gpu_memory(f, {1024, 1, std::vector<char>(3, 1), {}}), mp::Error);
 }
 
 TEST(GpuPlan, FootprintOfAModelFile) {

@@ -128,6 +128,8 @@ int cmd_run(int argc, char** argv) {
   so.n_threads = resolved_threads(mo);
   so.attention = ac;
   so.memory_budget = std::make_shared<MemoryBudget>(par.mem_limit);
+  // The GPU layers' K/V live on the device once attached: the CPU budget counts the others.
+  if (dev.cuda()) so.device_kv_layers = cuda::gpu_attention_layers(so.attention, model->hp.n_layer);
   if (par.context_parallel) {
     check(prompt_cache.empty(), "--prompt-cache does not work with --context-parallel");
     return run_context_parallel(*model, path, so, par, ids, sp, n_predict, ignore_eos);

@@ -77,8 +77,9 @@ __global__ void attention_chunk_kernel(DeviceKv kv, int slot, const float* Q, in
   if (threadIdx.x == 0) out[d] = math::partial_lse(all);
 }
 
-// One block per (row, head): out = sum_s exp(lse_s - M) out_s / sum_s exp(lse_s - M).
-__global__ void attention_merge_kernel(const float* partial, int n_split, int d, float* out) {
+// One block per (row, head): out = sum_s exp(lse_s - M) out_s / sum_s exp(lse_s - M), and
+// (when lse is not null) lse = the merged log-normaliser.
+__global__ void attention_merge_kernel(const float* partial, int n_split, int d, float* out, float* lse) {
   const float* parts = partial + int64_t(blockIdx.x) * n_split * (d + 1);
   float m = -INFINITY;
   for (int s = 0; s < n_split; ++s) m = fmaxf(m, parts[int64_t(s) * (d + 1) + d]);
@@ -96,6 +97,15 @@ __global__ void attention_merge_kernel(const float* partial, int n_split, int d,
     }
     o[c] = den > 0 ? num / den : 0.0f;
   }
+  if (lse && threadIdx.x == 0) {
+    float den = 0.0f;
+    if (m != -INFINITY)
+      for (int s = 0; s < n_split; ++s) {
+        const float l = parts[int64_t(s) * (d + 1) + d];
+        if (l != -INFINITY) den += expf(l - m);
+      }
+    lse[blockIdx.x] = math::merged_lse(m, den);
+  }
 }
 
 __global__ void lse_merge_pair_kernel(float* out_a, float* lse_a, const float* out_b, const float* lse_b, int d) {
@@ -111,7 +121,7 @@ __global__ void lse_merge_pair_kernel(float* out_a, float* lse_a, const float* o
 }  // namespace
 
 void attention_decode(const DeviceKv& kv, int slot, const float* Q, int n, int n_head, int64_t max_tokens,
-                      int64_t chunk, float* partial, float* out, void* stream) {
+                      int64_t chunk, float* partial, float* out, void* stream, float* lse) {
   check(kv.head_dim % 32 == 0 && kv.head_dim <= 32 * kMaxPerLane,
         "CUDA attention: head_dim " + std::to_string(kv.head_dim) + " is not supported (a multiple of 32, at most 256)");
   check(chunk > 0 && max_tokens > 0, "CUDA attention: empty key range");
@@ -120,7 +130,7 @@ void attention_decode(const DeviceKv& kv, int slot, const float* Q, int n, int n
   attention_chunk_kernel<<<dim3(unsigned(n_split), unsigned(n * n_head)), 32 * kWarps, 0, s>>>(kv, slot, Q, n_head,
                                                                                               chunk, n_split, partial);
   check_launch("attention_chunk");
-  attention_merge_kernel<<<unsigned(n * n_head), 128, 0, s>>>(partial, n_split, kv.head_dim, out);
+  attention_merge_kernel<<<unsigned(n * n_head), 128, 0, s>>>(partial, n_split, kv.head_dim, out, lse);
   check_launch("attention_merge");
 }
 

@@ -14,6 +14,7 @@
 #include "backends/cuda/device_memory.h"
 #include "backends/cuda/device_ops.h"
 #include "backends/cuda/device_weights.h"
+#include "backends/cuda/exact_window.h"
 #include "common/error.h"
 #include "engine/sequence.h"
 #include "engine/sequence_step_access.h"
@@ -62,6 +63,17 @@ struct CudaDecoder::Impl {
   DeviceBuffer x, xn, proj, q, att, k, v, gate, up, logits, partial, ids, pos, bases;
   PinnedBuffer h_ids, h_pos, h_bases, h_q, h_k, h_v, h_att, h_logits;
 
+  // The split of sparse layers (exact_window.h); false: the CPU attends them whole.
+  bool split = false;
+  attn::QueryHashing hashing;          // its projection lives in proj_w (hashing.w is not kept)
+  std::vector<int> sparse_of_layer;    // index among the sparse layers, -1 for GPU layers
+  int n_sparse = 0;
+  int64_t exact_rows = 0;              // ExactWindow::capacity
+  std::vector<DeviceBuffer> exact;     // per batch slot: [sparse layer][K, V][kv_head][exact_rows][head_dim]
+  std::vector<ExactWindow> windows;    // per batch slot
+  DeviceBuffer proj_w, codes, lse_exact, lse_cpu, cpu_att, exact_bases, exact_row, exact_last;
+  PinnedBuffer h_codes, h_lse, h_exact_bases, h_exact_row, h_exact_last;
+
   Impl(const Model& m, const CudaDecoderOptions& o, GpuMemoryPlan p, std::vector<char> layers)
       : model(m), opt(o), gpu_layers(std::move(layers)), plan(std::move(p)) {}
 
@@ -90,8 +102,9 @@ struct CudaDecoder::Impl {
     k = DeviceBuffer(n * kd * f), v = DeviceBuffer(n * kd * f);
     gate = DeviceBuffer(n * ff * f), up = DeviceBuffer(n * ff * f);
     logits = DeviceBuffer(n * size_t(hp.n_vocab) * f);
-    if (plan.gpu_kv_layers > 0)
-      partial = DeviceBuffer(size_t(attention_partial_floats(opt.max_batch, hp.n_head, hp.head_dim, plan.n_ctx,
+    const int64_t keys = std::max<int64_t>(plan.gpu_kv_layers > 0 ? plan.n_ctx : 0, split ? exact_rows : 0);
+    if (keys > 0)
+      partial = DeviceBuffer(size_t(attention_partial_floats(opt.max_batch, hp.n_head, hp.head_dim, keys,
                                                              kAttentionChunk)) * f);
     ids = DeviceBuffer(n * sizeof(int32_t)), pos = DeviceBuffer(n * sizeof(int64_t));
     bases = DeviceBuffer(n * sizeof(uint16_t*));
@@ -100,6 +113,50 @@ struct CudaDecoder::Impl {
     h_q = PinnedBuffer(n * qd * f), h_att = PinnedBuffer(n * qd * f);
     h_k = PinnedBuffer(n * kd * f), h_v = PinnedBuffer(n * kd * f);
     h_logits = PinnedBuffer(n * size_t(hp.n_vocab) * f);
+    if (!split) return;
+    const size_t heads = n * size_t(hp.n_head), code_bytes = heads * size_t(hashing.l) * sizeof(uint16_t);
+    codes = DeviceBuffer(code_bytes), h_codes = PinnedBuffer(code_bytes);
+    lse_exact = DeviceBuffer(heads * f), lse_cpu = DeviceBuffer(heads * f), h_lse = PinnedBuffer(heads * f);
+    cpu_att = DeviceBuffer(n * qd * f);
+    exact_bases = DeviceBuffer(n * sizeof(uint16_t*)), h_exact_bases = PinnedBuffer(n * sizeof(uint16_t*));
+    exact_row = DeviceBuffer(n * sizeof(int64_t)), h_exact_row = PinnedBuffer(n * sizeof(int64_t));
+    exact_last = DeviceBuffer(size_t(n_sparse) * n * sizeof(int64_t));
+    h_exact_last = PinnedBuffer(size_t(n_sparse) * n * sizeof(int64_t));
+  }
+
+  // A DeviceKv over the batch's exact parts: rows `pos` (per batch row, on the device).
+  DeviceKv exact_kv(const int64_t* pos_rows) const {
+    DeviceKv e;
+    e.base = exact_bases.as<uint16_t* const>();
+    e.pos = pos_rows;
+    e.capacity = exact_rows;
+    e.n_kv_head = model.hp.n_kv_head;
+    e.head_dim = model.hp.head_dim;
+    e.bf16 = opt.kv_type == DType::BF16;
+    return e;
+  }
+
+  // Copies s's exact part of every sparse layer (the prompt's exact positions and the generated
+  // positions the ring keeps) from its CPU cache to slot `slot`, staged in one host buffer.
+  void upload_exact(int slot, KvCache& cache, const ExactWindow& w) {
+    const int64_t d = model.hp.head_dim, nkv = kv_heads();
+    std::vector<uint16_t> host(plan.exact_bytes_per_seq / sizeof(uint16_t), 0);
+    std::vector<std::pair<int64_t, int64_t>> rows;  // (position, row)
+    const std::vector<int64_t> fixed = w.fixed_positions();
+    for (size_t r = 0; r < fixed.size(); ++r) rows.emplace_back(fixed[r], int64_t(r));
+    for (int64_t p = std::max(w.n_prompt(), cache.n_tokens() - w.ring()); p < cache.n_tokens(); ++p)
+      if (w.row_of(p) >= 0) rows.emplace_back(p, w.row_of(p));
+    for (int l = 0; l < model.hp.n_layer; ++l) {
+      const int si = sparse_of_layer[size_t(l)];
+      if (si < 0) continue;
+      for (int which = 0; which < 2; ++which)
+        for (int64_t h = 0; h < nkv; ++h) {
+          const uint16_t* src = which == 0 ? cache.k_data(l, int(h)) : cache.v_data(l, int(h));
+          uint16_t* dst = host.data() + ((int64_t(si) * 2 + which) * nkv + h) * exact_rows * d;
+          for (const auto& [p, r] : rows) std::copy(src + p * d, src + (p + 1) * d, dst + r * d);
+        }
+    }
+    exact[size_t(slot)].upload(host.data(), host.size() * sizeof(uint16_t));
   }
 
   // The sparse layer l on the CPU: q, k, v cross to the host, k/v join each sequence's CPU
@@ -121,23 +178,92 @@ struct CudaDecoder::Impl {
       view.n_tokens = positions[i] + 1;
       A::policy(*seqs[i]).attend(l, view, hq + size_t(i) * qd, hatt + size_t(i) * qd, threads);
     };
+    for_each_sequence(n, one);
+    copy_to_device_async(att.data(), h_att.data(), size_t(n) * qd * sizeof(float), s);
+  }
+
+  // The sparse layer l split: the GPU attends each sequence's exact part (queued before the CPU
+  // work, so it runs while the CPU samples), the CPU policy the sampled part from the GPU's
+  // query codes, and the two merge by LSE on the GPU. A sequence whose exact part the device
+  // does not hold attends nothing on the GPU and the whole layer on the CPU, with LSE 0 against
+  // the GPU's -inf, so the merge returns the CPU's output.
+  void attend_split(int l, std::span<Sequence* const> seqs, const std::vector<int64_t>& positions) {
+    const HParams& hp = model.hp;
+    const int n = int(seqs.size()), H = hp.n_head, qd = H * hp.head_dim, kd = hp.n_kv_head * hp.head_dim;
+    const int si = sparse_of_layer[size_t(l)];
+    void* s = stream.handle();
+    copy_to_host_async(h_q.data(), q.data(), size_t(n) * qd * sizeof(float), s);
+    copy_to_host_async(h_k.data(), k.data(), size_t(n) * kd * sizeof(float), s);
+    copy_to_host_async(h_v.data(), v.data(), size_t(n) * kd * sizeof(float), s);
+    copy_to_host_async(h_codes.data(), codes.data(), size_t(n) * hashing.l * H * sizeof(uint16_t), s);
+    stream.synchronize();
+    int64_t* last = h_exact_last.as<int64_t>() + size_t(si) * size_t(opt.max_batch);
+    std::vector<char> sampled_only(size_t(n), 0);
+    int64_t max_rows = 0;
+    for (int i = 0; i < n; ++i) {
+      const int64_t n_tokens = positions[size_t(i)] + 1;
+      attn::ExactPart part;
+      int64_t rows = -1;
+      if (A::policy(*seqs[i]).exact_part(l, n_tokens, &part))
+        rows = windows[size_t(slot_of(*seqs[i]))].rows_for(part, n_tokens);
+      sampled_only[size_t(i)] = rows >= 0;
+      last[i] = std::max<int64_t>(rows, 0) - 1;
+      max_rows = std::max(max_rows, rows);
+    }
+    int64_t* d_last = exact_last.as<int64_t>() + size_t(si) * size_t(opt.max_batch);
+    if (max_rows > 0) {
+      copy_to_device_async(d_last, last, size_t(n) * sizeof(int64_t), s);
+      attention_decode(exact_kv(d_last), si, q.as<float>(), n, H, max_rows, kAttentionChunk, partial.as<float>(),
+                       att.as<float>(), s, lse_exact.as<float>());
+    }
+    const float *hq = h_q.as<float>(), *hk = h_k.as<float>(), *hv = h_v.as<float>();
+    const uint16_t* hc = h_codes.as<uint16_t>();
+    float *hatt = h_att.as<float>(), *hlse = h_lse.as<float>();
+    auto one = [&](int i, int threads) {
+      KvCache& cache = A::cache(*seqs[i]);
+      cache.write(l, positions[size_t(i)], hk + size_t(i) * kd, hv + size_t(i) * kd);
+      KvView view = cache.view(l);
+      view.n_tokens = positions[size_t(i)] + 1;
+      attn::SequenceAttention& policy = A::policy(*seqs[i]);
+      if (sampled_only[size_t(i)]) {
+        policy.attend_sampled(l, view, hq + size_t(i) * qd, hc + size_t(i) * hashing.l * H, hatt + size_t(i) * qd,
+                              hlse + size_t(i) * H, threads);
+      } else {
+        policy.attend(l, view, hq + size_t(i) * qd, hatt + size_t(i) * qd, threads);
+        std::fill(hlse + size_t(i) * H, hlse + size_t(i + 1) * H, 0.0f);
+      }
+    };
+    for_each_sequence(n, one);
+    if (max_rows == 0) {  // nothing exact on the GPU: the CPU's outputs are the layer's
+      copy_to_device_async(att.data(), h_att.data(), size_t(n) * qd * sizeof(float), s);
+      return;
+    }
+    copy_to_device_async(cpu_att.data(), h_att.data(), size_t(n) * qd * sizeof(float), s);
+    copy_to_device_async(lse_cpu.data(), h_lse.data(), size_t(n) * H * sizeof(float), s);
+    lse_merge_pair(att.as<float>(), lse_exact.as<float>(), cpu_att.as<float>(), lse_cpu.as<float>(), n * H,
+                   hp.head_dim, s);
+  }
+
+  // one(i, threads) for every sequence of the batch: sequences in parallel when there are at
+  // least as many as threads, else one after another with all threads each.
+  template <class F>
+  void for_each_sequence(int n, F&& one) {
     const int threads = std::max(1, opt.n_threads);
     if (n < threads) {
       for (int i = 0; i < n; ++i) one(i, threads);
-    } else {
-      std::exception_ptr error;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-      for (int i = 0; i < n; ++i) {
-        try {
-          one(i, 1);
-        } catch (...) {
-#pragma omp critical(mp_cuda_attend_error)
-          if (!error) error = std::current_exception();
-        }
-      }
-      if (error) std::rethrow_exception(error);
+      return;
     }
-    copy_to_device_async(att.data(), h_att.data(), size_t(n) * qd * sizeof(float), s);
+    std::exception_ptr error;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+    for (int i = 0; i < n; ++i) {
+      try {
+        one(i, 1);
+      } catch (...) {
+#pragma omp critical(mp_cuda_attend_error)
+        if (!error) error = std::current_exception();
+      }
+    }
+    if (error) std::rethrow_exception(error);
   }
 
   void run_step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) {
@@ -163,6 +289,17 @@ struct CudaDecoder::Impl {
     dkv.n_kv_head = hp.n_kv_head;
     dkv.head_dim = hp.head_dim;
     dkv.bf16 = opt.kv_type == DType::BF16;
+    bool ring_writes = false;  // some sequence keeps this step's token in its exact part's ring
+    if (split) {
+      for (int i = 0; i < n; ++i) {
+        const int slot = slot_of(*seqs[i]);
+        h_exact_bases.as<uint16_t*>()[i] = exact[size_t(slot)].as<uint16_t>();
+        h_exact_row.as<int64_t>()[i] = windows[size_t(slot)].row_of(positions[size_t(i)]);
+        ring_writes = ring_writes || h_exact_row.as<int64_t>()[i] >= 0;
+      }
+      copy_to_device_async(exact_bases.data(), h_exact_bases.data(), size_t(n) * sizeof(uint16_t*), s);
+      copy_to_device_async(exact_row.data(), h_exact_row.data(), size_t(n) * sizeof(int64_t), s);
+    }
 
     float *X = x.as<float>(), *XN = xn.as<float>(), *P = proj.as<float>(), *Q = q.as<float>(), *K = k.as<float>(),
           *V = v.as<float>(), *ATT = att.as<float>(), *G = gate.as<float>(), *U = up.as<float>();
@@ -185,6 +322,11 @@ struct CudaDecoder::Impl {
       if (slot >= 0) {
         kv_append(dkv, slot, K, V, n, s);
         attention_decode(dkv, slot, Q, n, hp.n_head, max_tokens, kAttentionChunk, partial.as<float>(), ATT, s);
+      } else if (split) {
+        hash_queries(Q, n, hp.n_head, hp.head_dim, proj_w.as<float>(), hashing.ld, hashing.k, hashing.l, hashing.fused,
+                     codes.as<uint16_t>(), s);
+        if (ring_writes) kv_append(exact_kv(exact_row.as<const int64_t>()), sparse_of_layer[size_t(l)], K, V, n, s);
+        attend_split(l, seqs, positions);
       } else {
         attend_on_cpu(l, seqs, positions);
       }
@@ -218,9 +360,26 @@ CudaDecoder::CudaDecoder(const Model& model, const CudaDecoderOptions& opt) {
         "--device cuda: batches of 1.." + std::to_string(kMaxBatch) + " sequences, got " + std::to_string(o.max_batch));
   o.attention.validate(head_shape(hp));
   std::vector<char> layers = gpu_attention_layers(o.attention, hp.n_layer);
+  // Sparse layers split where the policy hashes queries (magicpig): its exact_part then says
+  // per layer and sequence which positions the GPU attends. A policy instance made here
+  // provides the projection (the same for every sequence of this configuration).
+  const bool any_sparse = std::count(layers.begin(), layers.end(), 0) > 0;
+  std::unique_ptr<attn::SequenceAttention> probe;
+  attn::QueryHashing hashing;
+  bool split = false;
+  if (o.split_sparse && any_sparse && ExactWindow::capacity(o.attention) > 0) {
+    probe = attn::make_sequence_attention(o.attention, head_shape(hp));
+    split = probe->query_hashing(&hashing);
+  }
+  ExactSplitRequest split_req;
+  if (split) {
+    split_req.rows = ExactWindow::capacity(o.attention);
+    split_req.lsh_l = hashing.l;
+    split_req.projection_floats = int64_t(hashing.head_dim) * hashing.ld;
+  }
   // The plan is checked against --gpu-mem-limit before any device is touched, then against
   // the device's free memory.
-  GpuMemoryPlan plan = plan_gpu_memory(footprint(model), {o.n_ctx, o.max_batch, layers});
+  GpuMemoryPlan plan = plan_gpu_memory(footprint(model), {o.n_ctx, o.max_batch, layers, split_req});
   check_gpu_plan(plan, SIZE_MAX, o.mem_limit);
   std::string why;
   const std::vector<DeviceInfo> devs = devices(&why);
@@ -235,17 +394,34 @@ CudaDecoder::CudaDecoder(const Model& model, const CudaDecoderOptions& opt) {
 
   impl_ = std::make_unique<Impl>(model, o, plan, std::move(layers));
   Impl& d = *impl_;
-  int next = 0;
-  for (char c : d.gpu_layers) d.slot_of_layer.push_back(c ? next++ : -1);
+  int next = 0, next_sparse = 0;
+  for (char c : d.gpu_layers) {
+    d.slot_of_layer.push_back(c ? next++ : -1);
+    d.sparse_of_layer.push_back(c ? -1 : next_sparse++);
+  }
+  d.n_sparse = next_sparse;
   d.w = upload_weights(model);
   for (int i = 0; i < o.max_batch; ++i) d.kv.emplace_back(plan.kv_bytes_per_seq);
   d.owner.assign(size_t(o.max_batch), nullptr);
+  if (split) {
+    d.split = true;
+    d.hashing = hashing;
+    d.exact_rows = split_req.rows;
+    const size_t proj_bytes = size_t(split_req.projection_floats) * sizeof(float);
+    d.proj_w = DeviceBuffer(proj_bytes);
+    d.proj_w.upload(hashing.w, proj_bytes);
+    d.hashing.w = nullptr;  // the probe policy owns it and goes now
+    for (int i = 0; i < o.max_batch; ++i) d.exact.emplace_back(plan.exact_bytes_per_seq);
+    d.windows.assign(size_t(o.max_batch), ExactWindow{});
+  }
   d.allocate_scratch();
 }
 
 CudaDecoder::~CudaDecoder() = default;
 
 const GpuMemoryPlan& CudaDecoder::plan() const { return impl_->plan; }
+
+bool CudaDecoder::splits_sparse_layers() const { return impl_->split; }
 
 bool CudaDecoder::attached(const Sequence& s) const { return impl_->slot_of(s) >= 0; }
 
@@ -258,6 +434,13 @@ void CudaDecoder::attach(Sequence& s) {
                                        " tokens exceeds the decoder's " + std::to_string(d.plan.n_ctx));
   check(gpu_attention_layers(s.options().attention, d.model.hp.n_layer) == d.gpu_layers,
         "--device cuda: the sequence's attention policy attends other layers densely than the decoder was planned for");
+  check(s.options().device_kv_layers.empty() || s.options().device_kv_layers == d.gpu_layers,
+        "--device cuda: the sequence's memory budget leaves other layers' K/V to the device than the decoder holds");
+  attn::QueryHashing hashing;
+  const bool hashes = A::policy(s).query_hashing(&hashing);
+  check(!d.split || (hashes && hashing.k == d.hashing.k && hashing.l == d.hashing.l && hashing.ld == d.hashing.ld &&
+                     hashing.fused == d.hashing.fused && s.options().attention.lsh_seed == d.opt.attention.lsh_seed),
+        "--device cuda: the sequence's LSH projection (K, L, seed) differs from the decoder's");
   const auto free_slot = std::find(d.owner.begin(), d.owner.end(), nullptr);
   check(free_slot != d.owner.end(), "--device cuda: all " + std::to_string(d.opt.max_batch) +
                                         " batch slots are in use (raise the planned batch)");
@@ -274,6 +457,18 @@ void CudaDecoder::attach(Sequence& s) {
       d.kv[size_t(slot)].upload(cache.k_data(l, h), rows, d.kv_offset(ls, 0, h));
       d.kv[size_t(slot)].upload(cache.v_data(l, h), rows, d.kv_offset(ls, 1, h));
     }
+  }
+  if (d.split) {
+    // The exact part as the policy defines it for the next step; a layer that does not split
+    // leaves the window invalid and the CPU attends that sequence's sparse layers whole.
+    const int first_sparse = int(std::find(d.sparse_of_layer.begin(), d.sparse_of_layer.end(), 0) -
+                                 d.sparse_of_layer.begin());
+    attn::ExactPart part;
+    ExactWindow window;
+    if (A::policy(s).exact_part(first_sparse, cache.n_tokens() + 1, &part))
+      window = ExactWindow(part, cache.n_prompt(), d.opt.attention.local, d.exact_rows);
+    d.upload_exact(slot, cache, window);
+    d.windows[size_t(slot)] = window;
   }
   d.owner[size_t(slot)] = &s;
   // Only after every upload succeeded: a failed attach leaves the sequence as it was.

@@ -2,9 +2,14 @@
 // system). The GPU holds the weights and runs every linear layer, RMSNorm, RoPE, SwiGLU, the
 // output projection, and exact attention of the layers in gpu_attention_layers() over a device
 // KV cache. The other (sparse) layers keep their K/V in the sequence's CPU cache: per step the
-// GPU computes q, k, v, they cross to pinned host memory, k/v are appended to the CPU cache,
-// the sequence's CPU policy (magicpig: LSH retrieval + sampled estimator, sinks and local
-// window included) computes the attention output, and it goes back to the GPU.
+// GPU computes q, k, v, they cross to pinned host memory and k/v are appended to the CPU cache.
+// For a policy that splits sparse layers (magicpig: attn::SequenceAttention::exact_part) the
+// GPU also keeps a copy of their exact part (sinks, the prompt's local window, the recent
+// generated tokens; exact_window.h), attends it, and hashes the query; the CPU policy
+// computes the sampled part alone from those codes (attend_sampled), and its output and LSE go
+// back to be merged on the GPU by log-sum-exp. Otherwise, and for a sequence whose exact part
+// the device does not hold (a prompt too short to sample, once its generated tokens outgrow
+// the window), the CPU policy attends the sparse layer whole and the output goes back.
 //
 // Prefill stays on the CPU (Sequence::prefill); attach() then moves the prompt's K/V of the
 // GPU layers to the device and returns the CPU pages of those layers to the OS, so the CPU
@@ -40,6 +45,9 @@ struct CudaDecoderOptions {
   attn::Config attention;  // decides which layers are attended on the GPU (gpu_attention_layers)
   size_t mem_limit = 0;    // bytes the plan may use (0: the device's free memory)
   int n_threads = 1;       // CPU threads for the sparse layers' attention
+  // Split sparse layers between the GPU (exact part, query hashing) and the CPU (sampled part)
+  // where the policy allows it; false: the CPU policy attends sparse layers whole.
+  bool split_sparse = true;
 };
 
 class CudaDecoder {
@@ -52,10 +60,13 @@ class CudaDecoder {
   CudaDecoder& operator=(const CudaDecoder&) = delete;
 
   const GpuMemoryPlan& plan() const;
+  // Whether sparse layers are split (their exact part and the query's codes on the GPU).
+  bool splits_sparse_layers() const;
 
   // Finishes s's prompt (the CPU policy builds its tables) and copies the K/V of its GPU layers
-  // to a free device slot. Throws when no slot is free, s is attached already, or s does not
-  // fit this decoder (model, KV type, context, attention layers).
+  // (and of the sparse layers' exact part) to a free device slot. Throws when no slot is free,
+  // s is attached already, or s does not fit this decoder (model, KV type, context, attention
+  // layers, LSH projection).
   void attach(Sequence& s);
   // Copies the GPU layers' K/V back into s's CPU cache and frees its slot. restore_kv = false
   // only frees the slot, for a sequence about to be destroyed (its CPU cache then lacks the

@@ -17,6 +17,7 @@ CudaDecoder::~CudaDecoder() = default;
 const GpuMemoryPlan& CudaDecoder::plan() const { throw Error("--device cuda: this build has no CUDA support"); }
 void CudaDecoder::attach(Sequence&) { throw Error("--device cuda: this build has no CUDA support"); }
 void CudaDecoder::detach(Sequence&, bool) { throw Error("--device cuda: this build has no CUDA support"); }
+bool CudaDecoder::splits_sparse_layers() const { return false; }
 bool CudaDecoder::attached(const Sequence&) const { return false; }
 void CudaDecoder::step(std::span<Sequence* const>, std::span<const int32_t>) {
   throw Error("--device cuda: this build has no CUDA support");

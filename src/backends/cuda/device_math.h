@@ -259,4 +259,40 @@ MP_HD float lse_merge_lse(float lse_a, float lse_b) {
   return m + logf(ea + eb);
 }
 
+// The LSE of split-key attention's merged output: m (the largest chunk LSE) + log of the sum
+// of the chunks' weights exp(lse_s - m); -inf when no chunk attended a key.
+MP_HD float merged_lse(float m, float weight_sum) { return weight_sum > 0 ? m + logf(weight_sum) : -INFINITY; }
+
+// x * w rounded to float, then added: kept apart so that no compiler fuses them (nvcc contracts
+// a * b + c into an FMA unless told not to; the host build has no FMA in its baseline ISA).
+MP_HD float mul_then_add(float x, float w, float acc) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(acc, __fmul_rn(x, w));
+#else
+  const float prod = x * w;
+  return acc + prod;
+#endif
+}
+
+// SimHash code of one query head in table t, as the CPU policy hashes it (attn::QueryHashing):
+// bit j is [x . W[:, t*k + j] > 0], the dot a chain over the head_dim elements in order from 0
+// with fused multiply-adds when `fused` (lsh::hash_rows's AVX2 kernel), else with each product
+// rounded and then added (its scalar reference), so the codes are the CPU's bit for bit. An
+// exact 0 gives bit 0 (a tie is not "above"; -0 and NaN too), as the CPU's > compare does.
+// w: [head_dim][ld] row-major.
+MP_HD uint16_t simhash_code(const float* x, const float* w, int64_t ld, int head_dim, int k, int t, bool fused) {
+  uint32_t code = 0;
+  for (int j = 0; j < k; ++j) {
+    const float* col = w + int64_t(t) * k + j;
+    float y = 0.0f;
+    if (fused) {
+      for (int i = 0; i < head_dim; ++i) y = fmaf(x[i], col[int64_t(i) * ld], y);
+    } else {
+      for (int i = 0; i < head_dim; ++i) y = mul_then_add(x[i], col[int64_t(i) * ld], y);
+    }
+    if (y > 0.0f) code |= 1u << j;
+  }
+  return uint16_t(code);
+}
+
 }  // namespace mp::cuda::math

@@ -46,7 +46,8 @@ struct DeviceKv {
   bool bf16 = true;
 };
 
-// Writes K[i], V[i] ([n_kv_head * head_dim] floats) at pos[i] of layer slot `slot`.
+// Writes K[i], V[i] ([n_kv_head * head_dim] floats) at pos[i] of layer slot `slot`; rows with
+// pos[i] < 0 are skipped.
 void kv_append(const DeviceKv& kv, int slot, const float* K, const float* V, int n, void* stream);
 
 // Exact decode attention of layer slot `slot` for n rows: Q [n][n_head * head_dim] (after
@@ -54,8 +55,10 @@ void kv_append(const DeviceKv& kv, int slot, const float* K, const float* V, int
 // Keys are split in chunks of `chunk` positions (flash-decoding): partial outputs and LSEs go to
 // `partial` ([n][n_head][n_split][head_dim + 1] floats, n_split = ceil(max_tokens / chunk)) and
 // are merged by log-sum-exp into out [n][n_head * head_dim]. head_dim: a multiple of 32, <= 256.
+// lse (optional, [n][n_head]): each head's log-normaliser (-inf for a row with pos[i] = -1,
+// which attends nothing and gets out = 0), for merging with a part attended elsewhere.
 void attention_decode(const DeviceKv& kv, int slot, const float* Q, int n, int n_head, int64_t max_tokens,
-                      int64_t chunk, float* partial, float* out, void* stream);
+                      int64_t chunk, float* partial, float* out, void* stream, float* lse = nullptr);
 
 // Floats `partial` needs for attention_decode.
 inline int64_t attention_partial_floats(int n, int n_head, int head_dim, int64_t max_tokens, int64_t chunk) {
@@ -67,5 +70,10 @@ inline int64_t attention_partial_floats(int n, int n_head, int head_dim, int64_t
 // merged LSE. For splitting one layer's keys between the GPU and the CPU.
 void lse_merge_pair(float* out_a, float* lse_a, const float* out_b, const float* lse_b, int rows, int head_dim,
                     void* stream);
+
+// codes [n][l][n_head] (uint16) = the SimHash codes of the query heads of Q [n][n_head *
+// head_dim] (math::simhash_code) against W [head_dim][ld] (on the device), k bits per table.
+void hash_queries(const float* Q, int n, int n_head, int head_dim, const float* W, int64_t ld, int k, int l,
+                  bool fused, uint16_t* codes, void* stream);
 
 }  // namespace mp::cuda

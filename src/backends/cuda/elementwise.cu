@@ -76,6 +76,7 @@ __global__ void kv_append_kernel(DeviceKv kv, int slot, const float* K, const fl
   const int64_t t = int64_t(blockIdx.x) * blockDim.x + threadIdx.x;
   if (t >= int64_t(n) * kd) return;
   const int row = int(t / kd), e = int(t % kd), h = e / kv.head_dim, c = e % kv.head_dim;
+  if (kv.pos[row] < 0) return;  // a row that keeps nothing here (device_ops.h)
   const int64_t head_stride = kv.capacity * kv.head_dim;
   uint16_t* layer = kv.base[row] + int64_t(slot) * 2 * kv.n_kv_head * head_stride;
   const int64_t off = h * head_stride + kv.pos[row] * kv.head_dim + c;

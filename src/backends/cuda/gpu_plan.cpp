@@ -1,5 +1,6 @@
 #include "backends/cuda/gpu_plan.h"
 
+#include <algorithm>
 #include <cstdio>
 
 #include "common/error.h"
@@ -50,8 +51,11 @@ std::vector<char> gpu_attention_layers(const attn::Config& cfg, int n_layer) {
 std::string GpuMemoryPlan::describe() const {
   return "GPU memory plan: weights " + gib(weight_bytes) + " + KV of " + std::to_string(gpu_kv_layers) + " of " +
          std::to_string(n_layer) + " layers x " + std::to_string(n_ctx) + " tokens x " + std::to_string(max_batch) +
-         (max_batch == 1 ? " sequence " : " sequences ") + gib(kv_bytes) + " + scratch " + gib(scratch_bytes) +
-         " = " + gib(total());
+         (max_batch == 1 ? " sequence " : " sequences ") + gib(kv_bytes) +
+         (exact_bytes > 0 ? " + exact part of " + std::to_string(exact_layers) + " sparse layers x " +
+                                std::to_string(exact_rows) + " rows " + gib(exact_bytes)
+                          : std::string()) +
+         " + scratch " + gib(scratch_bytes) + " = " + gib(total());
 }
 
 ModelFootprint footprint(const Model& m) {
@@ -85,10 +89,28 @@ GpuMemoryPlan plan_gpu_memory(const ModelFootprint& m, const GpuPlanRequest& req
   const size_t n = size_t(req.max_batch), e = size_t(m.n_embd), qd = size_t(m.n_head) * m.head_dim,
                kd = size_t(m.n_kv_head) * m.head_dim;
   const size_t activations = n * (3 * e + 2 * qd + 2 * kd + 2 * size_t(m.n_ff) + size_t(m.n_vocab));
-  const size_t splits = size_t((req.n_ctx + kAttentionChunk - 1) / kAttentionChunk);
-  const size_t partials = p.gpu_kv_layers > 0 ? n * size_t(m.n_head) * splits * (size_t(m.head_dim) + 1) : 0;
+  const ExactSplitRequest& sp = req.split;
+  check(sp.rows >= 0 && sp.lsh_l >= 0 && sp.projection_floats >= 0, "GPU memory plan: negative exact-part sizes");
+  const bool split = sp.rows > 0 && p.gpu_kv_layers < m.n_layer;
+  if (split) {
+    p.exact_layers = m.n_layer - p.gpu_kv_layers;
+    p.exact_rows = sp.rows;
+    p.exact_bytes_per_seq = size_t(p.exact_layers) * 2 * size_t(m.n_kv_head) * size_t(sp.rows) * size_t(m.head_dim) * 2;
+    p.exact_bytes = p.exact_bytes_per_seq * size_t(req.max_batch);
+  }
+  // The attention partials serve the GPU layers (n_ctx keys) and the exact parts (rows keys).
+  const int64_t keys = std::max<int64_t>(p.gpu_kv_layers > 0 ? req.n_ctx : 0, split ? sp.rows : 0);
+  const size_t splits = size_t((keys + kAttentionChunk - 1) / kAttentionChunk);
+  const size_t partials = n * size_t(m.n_head) * splits * (size_t(m.head_dim) + 1);
   const size_t per_row = sizeof(int32_t) + sizeof(int64_t) + sizeof(void*);  // ids, positions, KV bases
   p.scratch_bytes = (activations + partials) * sizeof(float) + n * per_row;
+  if (split) {
+    // The CPU's part and both LSEs, the query codes, the projection, and per row the exact
+    // part's base and ring row plus one row count per sparse layer.
+    p.scratch_bytes += (n * qd + 2 * n * size_t(m.n_head) + size_t(sp.projection_floats)) * sizeof(float) +
+                       n * size_t(sp.lsh_l) * size_t(m.n_head) * sizeof(uint16_t) +
+                       n * (sizeof(void*) + sizeof(int64_t) * (1 + size_t(p.exact_layers)));
+  }
   return p;
 }
 

@@ -43,15 +43,30 @@ struct GpuMemoryPlan {
   size_t kv_bytes_per_seq = 0;   // device KV of one sequence at n_ctx
   size_t kv_bytes = 0;           // kv_bytes_per_seq * max_batch
   size_t scratch_bytes = 0;      // activations, logits, attention partials of a max_batch step
-  size_t total() const { return weight_bytes + kv_bytes + scratch_bytes; }
-  // "weights 15.0 GiB + KV 2 of 32 layers x 16384 tokens x 4 sequences 1.0 GiB + scratch ... = ..."
+  // The sparse layers' exact part (sinks, local window, recent generated tokens) on the device
+  // (exact_window.h): exact_layers layers x exact_rows rows per sequence; 0 without the split.
+  int exact_layers = 0;
+  int64_t exact_rows = 0;
+  size_t exact_bytes_per_seq = 0;
+  size_t exact_bytes = 0;        // exact_bytes_per_seq * max_batch
+  size_t total() const { return weight_bytes + kv_bytes + exact_bytes + scratch_bytes; }
+  // "weights 15.0 GiB + KV 2 of 32 layers x 16384 tokens x 4 sequences 1.0 GiB [+ exact part of
+  // 30 sparse layers x 132 rows 63.4 MiB] + scratch ... = ..."
   std::string describe() const;
+};
+
+// The split of sparse layers between the GPU (exact part) and the CPU (sampled part).
+struct ExactSplitRequest {
+  int64_t rows = 0;               // ExactWindow::capacity; 0: the CPU attends sparse layers whole
+  int lsh_l = 0;                  // hash tables: the query codes of a step are [batch][lsh_l][n_head]
+  int64_t projection_floats = 0;  // the SimHash projection on the device (head_dim x its row length)
 };
 
 struct GpuPlanRequest {
   int64_t n_ctx = 0;           // the longest context a sequence may reach
   int max_batch = 1;           // sequences decoded together (1..16)
   std::vector<char> gpu_layers;  // gpu_attention_layers()
+  ExactSplitRequest split;
 };
 
 // Inputs of the plan that come from the model, so tests can plan shapes without a file.
