@@ -9,6 +9,8 @@
 #   ppl-qwen    the same on Qwen2.5-Coder-0.5B-Instruct, 4k (QWEN_CTX="4096 8192" for more)
 #   ppl-kjv     SmolLM2 on the King James Bible at 4k
 #   ruler-smol  RULER niah_single_2 + niah_multikey_1, SmolLM2, 2k, 25 samples
+#   ruler-smol-chat  RULER in SmolLM2's chat template (--chat), 4k, RULER_CHAT_TASKS (default
+#               niah_multikey_1,fwe,niah_single_2,cwe), 25 samples, budgets from a calibration run
 #   aerr-smol   attention error per layer/head vs cost, SmolLM2 at 4k, plots
 #
 # Every perplexity cell runs twice: pass 1 measures what the MagicPIG configurations read on
@@ -90,8 +92,8 @@ stage_ppl_qwen() {
 
 stage_ruler_smol() {
   # A 2-sample calibration run measures MagicPIG's cost and Quest's overhead on these prompts;
-  # the budgets below are the ones it gave (docs/quality.md). The runner has no chat-template
-  # option: bare prompts.
+  # the budgets below are the ones it gave (docs/quality.md). Bare prompts (ruler-smol-chat:
+  # the chat template).
   local tasks=niah_single_2,niah_multikey_1
   run "$BIN" eval ruler -m "$SMOL" -t "$T" --out "$OUT/ruler/calib_2k" --lengths 2048 --samples 2 \
     --tasks $tasks --dense-layers 0,15 -q \
@@ -101,6 +103,36 @@ stage_ruler_smol() {
     --tasks $tasks --dense-layers 0,15 -q \
     --attn "${RULER_ATTN:-dense,magicpig:K=10:L=150,magicpig:K=8:L=75,magicpig:K=12:L=150,topk:budget=0.0619,topk:budget=0.038,quest:budget=0.0269,oracle-sampling:budget=0.0619,streaming:local=122}"
   "$PY" "$ROOT/scripts/quality_ruler_wilson.py" "$OUT/ruler/smol_2k"
+}
+
+# pass-2 --attn list of a RULER calibration folder: TopK / oracle sampling at the mean cost
+# MagicPIG (10,150) measured (records that took a decode step), Quest at that cost minus its
+# measured overhead (quest:budget=0.02), a window of that cost over the mean prompt.
+ruler_matched_list() {
+  "$PY" - "$1" <<'EOF'
+import json, sys
+recs = [json.loads(l) for l in open(sys.argv[1] + "/predictions.jsonl") if l.strip()]
+def mean_cost(p):
+    c = [r["cost"] for r in recs if r["policy"] == p and r["generated_tokens"] > 1]
+    return sum(c) / len(c)
+mp = mean_cost("magicpig:K=10:L=150")
+q_over = mean_cost("quest:budget=0.02") - 0.02
+n = sum(r["prompt_tokens"] for r in recs) / len(recs)
+print(",".join(["dense", "magicpig:K=10:L=150", "magicpig:K=8:L=75", "topk:budget=%.4f" % mp,
+                "quest:budget=%.4f" % (mp - q_over), "oracle-sampling:budget=%.4f" % mp,
+                "streaming:local=%d" % (round(mp * n) - 4)]))
+EOF
+}
+
+stage_ruler_smol_chat() {
+  local tasks=${RULER_CHAT_TASKS:-niah_multikey_1,fwe,niah_single_2,cwe}
+  run "$BIN" eval ruler -m "$SMOL" -t "$T" --chat --out "$OUT/ruler/calib_4k_chat" --lengths 4096 --samples 2 \
+    --tasks $tasks --dense-layers 0,15 -q --attn dense,magicpig:K=10:L=150,magicpig:K=8:L=75,quest:budget=0.02
+  "$PY" "$ROOT/scripts/quality_ruler_wilson.py" "$OUT/ruler/calib_4k_chat"
+  local list=${RULER_CHAT_ATTN:-$(ruler_matched_list "$OUT/ruler/calib_4k_chat")}
+  run "$BIN" eval ruler -m "$SMOL" -t "$T" --chat --out "$OUT/ruler/smol_4k_chat" --lengths 4096 --samples 25 \
+    --tasks $tasks --dense-layers 0,15 -q --attn "$list"
+  "$PY" "$ROOT/scripts/quality_ruler_wilson.py" "$OUT/ruler/smol_4k_chat"
 }
 
 stage_aerr_smol() {

@@ -40,7 +40,8 @@ Builder make_vt_builder(uint64_t seed) {
   return [=](int64_t n) {
     std::vector<Needle> placed;
     const std::string context = line_context([](int64_t) { return std::string(kNoise); }, n, needles, placed);
-    Draft d = assemble("", context, placed, "\n", fill(kVtQuestion, {{"value", value}}));
+    Draft d = assemble("", context, placed, "\n", fill(kVtQuestion, {{"value", value}}),
+                       fill(kVtAnswerPrefix, {{"value", value}}));
     d.references.push_back(names);
     return d;
   };
@@ -77,7 +78,7 @@ Builder make_cwe_builder(uint64_t seed, int freq_cw, int freq_ucw, const Resourc
         "Below is a numbered list of words. In these words, some appear more often than others. "
         "Memorize the ones that appear most often.\n",
         context, {}, "\n",
-        "Question: What are the 10 most common words in the above list? "
+        "Question: What are the 10 most common words in the above list?",
         "Answer: The top 10 words that appear most often in the list are:");
     d.references.push_back(common);
     return d;
@@ -115,8 +116,8 @@ Builder make_fwe_builder(uint64_t seed) {
         "Find the three most frequently appeared coded words. ",
         context, {}, "\n",
         "Question: Do not provide any explanation. Please ignore the dots '....'. What are the three "
-        "most frequently appeared words in the above coded text? Answer: According to the coded text "
-        "above, the three most frequently appeared words are:");
+        "most frequently appeared words in the above coded text?",
+        "Answer: According to the coded text above, the three most frequently appeared words are:");
     d.references.push_back({vocab[1], vocab[2], vocab[3]});
     return d;
   };

@@ -16,6 +16,7 @@ struct Draft {
   std::vector<std::vector<std::string>> references;
   std::vector<Needle> needles;
   size_t haystack_begin = 0, haystack_end = 0;
+  size_t answer_begin = 0;  // byte offset of the answer prefix in prompt
 };
 // n: haystack units (words, lines, list entries). Pure function of (seed, n): every random
 // choice that must not move when n changes (keys, values, depths) is drawn up front.
@@ -46,8 +47,13 @@ std::string line_context(const std::function<std::string(int64_t)>& line, int64_
 // Replaces every "{name}" in tmpl by value.
 std::string fill(std::string tmpl, const std::vector<std::pair<std::string, std::string>>& vars);
 
-// Assembles prefix + context + sep + question into a Draft, shifting needle offsets.
+// Assembles prefix + context + sep + question + " " + answer_prefix into a Draft (no space when
+// either is empty), shifting needle offsets.
 Draft assemble(const std::string& prefix, const std::string& context, std::vector<Needle> needles,
-               const std::string& sep, const std::string& question);
+               const std::string& sep, const std::string& question, const std::string& answer_prefix);
+
+// The draft with prompt[0, answer_begin) (whitespace-trimmed) as the user turn of `chat` and the
+// answer prefix after the assistant header; needle and haystack offsets follow the text.
+Draft in_chat_template(Draft d, const ChatWrap& chat);
 
 }  // namespace mp::eval::ruler::detail

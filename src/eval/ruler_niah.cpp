@@ -78,9 +78,12 @@ std::string line_context(const std::function<std::string(int64_t)>& line, int64_
 }
 
 Draft assemble(const std::string& prefix, const std::string& context, std::vector<Needle> needles,
-               const std::string& sep, const std::string& question) {
+               const std::string& sep, const std::string& question, const std::string& answer_prefix) {
   Draft d;
   d.prompt = prefix + context + sep + question;
+  if (!question.empty() && !answer_prefix.empty()) d.prompt += ' ';
+  d.answer_begin = d.prompt.size();
+  d.prompt += answer_prefix;
   d.haystack_begin = prefix.size();
   d.haystack_end = prefix.size() + context.size();
   for (Needle& nd : needles) nd.offset += prefix.size();
@@ -169,16 +172,18 @@ Builder make_niah_builder(const std::string& task, uint64_t seed, const Resource
     const std::string type1 = c.uuid_values ? "uuid" : "number";
     Draft d;
     if (c.all_keys_asked) {
-      d = assemble("", context, placed, sep, fill(kQueryShort, {{"key", keys[order[0]]}}));
+      d = assemble("", context, placed, sep, "", fill(kQueryShort, {{"key", keys[order[0]]}}));
       for (size_t t = 0; t < order.size(); ++t) {
         if (t > 0) d.followups.push_back(fill(kQueryShort, {{"key", keys[order[t]]}}));
         d.references.push_back({values[order[t]][0]});
       }
     } else if (c.n_values > 1) {
-      d = assemble("", context, placed, sep, fill(kMultiValueQuestion, {{"key", keys[0]}}));
+      d = assemble("", context, placed, sep, fill(kMultiValueQuestion, {{"key", keys[0]}}),
+                   fill(kMultiValueAnswerPrefix, {{"key", keys[0]}}));
       d.references.push_back(values[0]);
     } else {
-      d = assemble("", context, placed, sep, fill(kQuestion, {{"type1", type1}, {"key", keys[0]}}));
+      d = assemble("", context, placed, sep, fill(kQuestion, {{"type1", type1}, {"key", keys[0]}}),
+                   fill(kAnswerPrefix, {{"type1", type1}, {"key", keys[0]}}));
       d.references.push_back(values[0]);
     }
     return d;

@@ -132,6 +132,7 @@ nlohmann::json run_config_json(const RunOptions& opt, const Resources& res) {
                           {"words_crc32", res.words_crc},
                           {"haystack_crc32", res.haystack_crc}};
   if (opt.depth_grid) fixed["depth_grid"] = opt.depth_grid;  // absent when 0: older run folders still resume
+  if (opt.chat) fixed["chat_template"] = true;                // absent for bare prompts, likewise
   nlohmann::json policies = nlohmann::json::object();
   for (const PolicySpec& p : opt.policies) policies[p.label] = policy_json(p.config);
   return {{"fixed", fixed}, {"policies", policies}};

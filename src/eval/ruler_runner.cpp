@@ -12,8 +12,21 @@
 #include "engine/sequence.h"
 #include "eval/ruler_records.h"
 #include "eval/ruler_score.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mp::eval::ruler {
+
+namespace detail {
+// Instruct models in their chat template often set the answer on its own line after the
+// answer prefix, and a list answer one item per line: there a turn ends only once it holds
+// text, and a list answer at the end-of-turn token or the answer-token limit.
+bool turn_ends(const TaskSpec& spec, const std::string& piece, const std::string& text, bool chat) {
+  if (chat && text.find_first_not_of(" \t\r\n") == std::string::npos) return false;
+  const bool at_newline = spec.stop_at_newline && !(chat && spec.list_answer);
+  return (at_newline && piece.find('\n') != std::string::npos) ||
+         (spec.stop_at_period && piece.find('.') != std::string::npos);
+}
+}  // namespace detail
 
 namespace {
 
@@ -23,11 +36,6 @@ struct Decoded {
   int64_t steps = 0;
   double cost = 1;
 };
-
-bool turn_ends(const TaskSpec& spec, const std::string& piece) {
-  return (spec.stop_at_newline && piece.find('\n') != std::string::npos) ||
-         (spec.stop_at_period && piece.find('.') != std::string::npos);
-}
 
 // Greedy answer of every turn under one policy. The first token of the first turn comes from
 // the prefill logits the fork inherited; later queries are fed through step(), i.e. through
@@ -53,9 +61,10 @@ Decoded decode(const Sequence& base, const attn::Config& cfg, const Sample& s, c
       const int32_t t = argmax(seq->logits());
       if (tok.is_eog(t)) break;
       const std::string piece = tok.token_to_piece(t);
+      const bool ends = detail::turn_ends(spec, piece, text, s.chat);
       text += utf8.push(piece);
       ++d.generated;
-      if (turn_ends(spec, piece) || i + 1 == s.max_new) {
+      if (ends || i + 1 == s.max_new) {
         pending = t;
         break;
       }
@@ -112,9 +121,19 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   validate(model, opt);
-  // A length too short for a task fails here, before hours of work on the other tasks.
+  // The chat formatter of `magicpig run --chat`, one user message, the assistant turn opened.
+  ChatWrap chat;
+  if (opt.chat)
+    chat = [&model](const std::string& user) {
+      return apply_chat_template(model.file, model.tokenizer, {{"user", user}}, /*add_assistant_prefix=*/true);
+    };
+  auto sample = [&](const std::string& task, int64_t L, int i) {
+    return generate_sample(task, L, i, opt.seed, model.tokenizer, res, opt.max_new_cap, opt.depth_grid, chat);
+  };
+  // A length too short for a task (or a model without a chat format) fails here, before hours
+  // of work on the other tasks.
   for (const std::string& task : opt.tasks)
-    for (int64_t L : opt.lengths) generate_sample(task, L, 0, opt.seed, model.tokenizer, res, opt.max_new_cap, opt.depth_grid);
+    for (int64_t L : opt.lengths) sample(task, L, 0);
   std::filesystem::create_directories(opt.out_dir);
   detail::check_or_write_config(opt.out_dir, detail::run_config_json(opt, res));
   const std::string jsonl = (std::filesystem::path(opt.out_dir) / "predictions.jsonl").string();
@@ -143,7 +162,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
         for (const PolicySpec& p : opt.policies)
           if (!done.count(detail::record_key(task, L, i, p.label))) todo.push_back(&p);
         if (todo.empty()) continue;
-        const Sample s = generate_sample(task, L, i, opt.seed, model.tokenizer, res, opt.max_new_cap, opt.depth_grid);
+        const Sample s = sample(task, L, i);
         SequenceOptions so;
         so.n_ctx = L;
         so.kv_type = opt.kv_type;
@@ -154,6 +173,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
         ++st.prefills;
         const std::string hash = prompt_hash(s);
         const std::vector<double> depths = needle_depths(s);
+        const std::string frame = prompt_frame(s);
         std::vector<std::string> refs_flat;
         for (const auto& r : s.references) refs_flat.insert(refs_flat.end(), r.begin(), r.end());
         for (const PolicySpec* p : todo) {
@@ -167,6 +187,8 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
                                 {"seed", s.seed},
                                 {"prompt_hash", hash},
                                 {"prompt_tokens", s.prompt_tokens.size()},
+                                {"chat_template", s.chat},
+                                {"prompt_frame", frame},
                                 {"haystack_units", s.haystack_units},
                                 {"needle_depths", depths},
                                 {"references", refs_flat},

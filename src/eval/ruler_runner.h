@@ -36,6 +36,7 @@ struct RunOptions {
   int64_t n_ctx = 0;                // 0: the model's training context; every length must fit
   int max_new_cap = 0;              // > 0: at most this many answer tokens per turn
   int depth_grid = 0;               // >= 2: asked needle of sample i at depth (i mod N)/(N-1)
+  bool chat = false;                // prompts in the model's chat template (user turn, answer prefix after it)
   std::string out_dir;
 };
 
@@ -59,5 +60,13 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
 // rows task x length, columns policies, mean score (count when short of `samples`), then the
 // average row(s) and each policy's mean cost (fraction of prompt keys read).
 std::string summarize(const RunOptions& opt);
+
+namespace detail {
+// Whether a generated piece ends the answer turn whose text so far (without piece) is `text`:
+// a newline (tasks that stop there) or a '.' (multi-query). In a chat prompt (`chat`) not
+// before the turn holds non-whitespace text, and a newline never ends a list answer
+// (TaskSpec::list_answer).
+bool turn_ends(const TaskSpec& spec, const std::string& piece, const std::string& text, bool chat);
+}  // namespace detail
 
 }  // namespace mp::eval::ruler

@@ -55,7 +55,11 @@ std::string summarize(const RunOptions& opt) {
 
   std::string md = "# RULER\n\nmodel: `" + opt.model_path + "`, seed " + std::to_string(opt.seed) + ", " +
                    std::to_string(opt.samples) +
-                   " samples per cell; score: string_match_all x100 (count in parentheses when a cell has fewer "
+                   " samples per cell; prompts: " +
+                   (opt.chat ? "the model's chat template (context and question in the user turn, the answer prefix "
+                               "after the assistant header)"
+                             : "bare (BOS, context, question, answer prefix)") +
+                   "; score: string_match_all x100 (count in parentheses when a cell has fewer "
                    "samples)\n\n| task | length |";
   for (const PolicySpec& p : opt.policies) md.append(" ").append(p.label).append(" |");
   md += "\n|---|---:|";

@@ -18,11 +18,11 @@ const std::vector<TaskSpec>& task_specs() {
       {"niah_multikey_1", 12, true, false, "natural text, 1 asked needle + 3 distractor needles"},
       {"niah_multikey_2", 12, true, false, "haystack made of needles, word -> number"},
       {"niah_multikey_3", 50, true, false, "haystack made of uuid -> uuid needles"},
-      {"niah_multivalue", 50, true, false, "one key with 4 numbers, all asked"},
+      {"niah_multivalue", 50, true, false, "one key with 4 numbers, all asked", true},
       {"niah_multiquery", 12, true, true, "4 keys, asked one after another (4 turns)"},
-      {"vt", 40, true, false, "variable tracking: a chain of 5 variables in noise"},
-      {"cwe", 120, false, false, "common words extraction: the 10 most common words of a list"},
-      {"fwe", 50, true, false, "frequent words extraction: the 3 most frequent coded words"},
+      {"vt", 40, true, false, "variable tracking: a chain of 5 variables in noise", true},
+      {"cwe", 120, false, false, "common words extraction: the 10 most common words of a list", true},
+      {"fwe", 50, true, false, "frequent words extraction: the 3 most frequent coded words", true},
   };
   return specs;
 }
@@ -115,12 +115,19 @@ struct Fitted {
   int64_t total = 0;
 };
 
-Fitted measure(const detail::Builder& build, int64_t n, const Tokenizer& tok, int max_new) {
+Fitted measure(const detail::Builder& build, int64_t n, const Tokenizer& tok, int max_new, const ChatWrap& chat) {
   Fitted f;
   f.draft = build(n);
-  if (tok.add_bos() && tok.bos() >= 0) f.prompt_tokens.push_back(tok.bos());
-  const std::vector<int32_t> body = tok.encode(f.draft.prompt, false);
-  f.prompt_tokens.insert(f.prompt_tokens.end(), body.begin(), body.end());
+  if (chat) {
+    // As `magicpig run --chat` encodes a templated prompt: BOS as the tokenizer adds it, the
+    // template's markers parsed as special tokens.
+    f.draft = detail::in_chat_template(std::move(f.draft), chat);
+    f.prompt_tokens = tok.encode(f.draft.prompt, /*add_special=*/true, /*parse_special=*/true);
+  } else {
+    if (tok.add_bos() && tok.bos() >= 0) f.prompt_tokens.push_back(tok.bos());
+    const std::vector<int32_t> body = tok.encode(f.draft.prompt, false);
+    f.prompt_tokens.insert(f.prompt_tokens.end(), body.begin(), body.end());
+  }
   f.total = int64_t(f.prompt_tokens.size()) + int64_t(f.draft.references.size()) * max_new;
   for (const std::string& q : f.draft.followups) {
     f.followup_tokens.push_back(encode_continuation(tok, q));
@@ -132,7 +139,8 @@ Fitted measure(const detail::Builder& build, int64_t n, const Tokenizer& tok, in
 }  // namespace
 
 Sample generate_sample(const std::string& task, int64_t length, int index, uint64_t run_seed,
-                       const Tokenizer& tok, const Resources& res, int max_new_cap, int depth_grid) {
+                       const Tokenizer& tok, const Resources& res, int max_new_cap, int depth_grid,
+                       const ChatWrap& chat) {
   const TaskSpec& spec = task_spec(task);
   check(depth_grid == 0 || (depth_grid >= 2 && depth_grid <= 1000),
         "RULER depth grid must be 0 (seeded depths) or 2..1000, got " + std::to_string(depth_grid));
@@ -148,7 +156,7 @@ Sample generate_sample(const std::string& task, int64_t length, int index, uint6
     auto [cw, ucw] = cwe_frequencies(length);
     for (;; cw = std::max(2, cw * 2 / 3), ucw = std::min(ucw, cw - 1)) {
       build = detail::make_cwe_builder(seed, cw, ucw, res);
-      if (cw == 2 || measure(build, 0, tok, max_new).total <= length / 2) break;
+      if (cw == 2 || measure(build, 0, tok, max_new, chat).total <= length / 2) break;
     }
   } else {
     build = make_builder(task, seed, length, res, asked_depth);
@@ -157,12 +165,12 @@ Sample generate_sample(const std::string& task, int64_t length, int index, uint6
   // Largest haystack size n whose prompt fits: a guess from the tokens per unit, a bracket
   // around it, then bisection. Only the invariant matters (lo fits, hi does not), so a token
   // count that is not exactly monotone in n still yields a prompt that fits.
-  Fitted best = measure(build, 0, tok, max_new);
+  Fitted best = measure(build, 0, tok, max_new, chat);
   check(fits(best), "RULER task " + task + " needs at least " + std::to_string(best.total) +
                         " tokens (question, needles and " + std::to_string(max_new) +
                         " answer tokens per turn); length " + std::to_string(length) + " is too short");
   const int64_t probe = 64, n_max = int64_t(1) << 26;
-  const Fitted at_probe = measure(build, probe, tok, max_new);
+  const Fitted at_probe = measure(build, probe, tok, max_new, chat);
   const double per_unit = std::max(1e-3, double(at_probe.total - best.total) / double(probe));
   int64_t lo = 0, hi = -1;
   if (fits(at_probe)) {
@@ -174,7 +182,7 @@ Sample generate_sample(const std::string& task, int64_t length, int index, uint6
   int64_t guess = std::clamp<int64_t>(int64_t(double(length - best.total) / per_unit) + lo, lo + 1, n_max);
   if (hi < 0 || guess < hi) {
     while (hi < 0) {
-      Fitted f = measure(build, guess, tok, max_new);
+      Fitted f = measure(build, guess, tok, max_new, chat);
       if (!fits(f)) {
         hi = guess;
         break;
@@ -187,7 +195,7 @@ Sample generate_sample(const std::string& task, int64_t length, int index, uint6
   }
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
-    Fitted f = measure(build, mid, tok, max_new);
+    Fitted f = measure(build, mid, tok, max_new, chat);
     if (fits(f)) {
       lo = mid;
       best = std::move(f);
@@ -207,6 +215,8 @@ Sample generate_sample(const std::string& task, int64_t length, int index, uint6
   s.needles = std::move(best.draft.needles);
   s.haystack_begin = best.draft.haystack_begin;
   s.haystack_end = best.draft.haystack_end;
+  s.answer_begin = best.draft.answer_begin;
+  s.chat = bool(chat);
   s.haystack_units = lo;
   s.max_new = max_new;
   s.prompt_tokens = std::move(best.prompt_tokens);

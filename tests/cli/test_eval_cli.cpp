@@ -80,6 +80,31 @@ TEST_F(EvalCli, AttentionErrorWritesCsv) {
   EXPECT_NE(csv.find("topk"), std::string::npos);
 }
 
+TEST_F(EvalCli, RulerChatAsksInTheModelsTemplate) {
+  const std::filesystem::path vocab = test::peer_cache() / "models" / "SmolLM2-135M-Instruct.Q4_1.gguf";
+  if (!std::filesystem::exists(vocab)) GTEST_SKIP() << "no " << vocab;
+  RandomModelSpec s;
+  s.n_ctx = 1024;
+  s.vocab_from = vocab.string();
+  const std::string m = dir->file("smol_vocab.gguf");
+  write_random_model(s, m);
+  const std::string out = dir->file("ruler_chat");
+  const std::string args = " eval ruler -m " + m + " --attn dense,streaming --tasks niah_single_2 --lengths 512" +
+                           " --samples 1 --max-new 3 -t 2 --out " + out;
+  const test::CommandResult r = test::run_command(kBin + args + " --chat");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  const std::string jsonl = slurp(out + "/predictions.jsonl");
+  int lines = 0, chat = 0;
+  for (size_t at = 0; (at = jsonl.find('\n', at)) != std::string::npos; ++at) ++lines;
+  for (size_t at = 0; (at = jsonl.find("\"chat_template\":true", at)) != std::string::npos; ++at) ++chat;
+  EXPECT_EQ(lines, 2);
+  EXPECT_EQ(chat, 2) << jsonl;
+  EXPECT_NE(jsonl.find("<|im_end|>\\n<|im_start|>assistant\\nThe special magic number for "), std::string::npos)
+      << jsonl;
+  EXPECT_NE(slurp(out + "/summary.md").find("chat template"), std::string::npos);
+  expect_error(args, "chat_template");  // the folder holds chat prompts: a bare run may not extend it
+}
+
 TEST_F(EvalCli, NoSuite) { expect_error("eval", "eval needs a suite"); }
 TEST_F(EvalCli, UnknownSuite) { expect_error("eval bogus", "unknown eval suite 'bogus'"); }
 TEST_F(EvalCli, RulerUnknownTask) {

@@ -18,7 +18,7 @@ int cmd_eval_ruler(int argc, char** argv) {
   std::string task_list = "all", lengths_list = "1024,2048", out_dir, haystack;
   int samples = 10, max_new = 0, depth_grid = 0;
   uint64_t seed = 42;
-  bool quiet = false;
+  bool quiet = false, chat = false;
   Args a("eval ruler", "RULER-style long-context tasks: accuracy of each decode attention policy on the same prompts.");
   add_model_options(a, mo);
   a.value({"--attn"}, "LIST",
@@ -42,6 +42,8 @@ int cmd_eval_ruler(int argc, char** argv) {
   a.value({"--depths"}, "N", "needle tasks: the asked needle of sample i at depth (i mod N)/(N-1), 0% to 100% "
           "(default: a seeded uniform depth per sample)",
           [&](const std::string& v) { depth_grid = int(parse_int("--depths", v, 2, 1000)); });
+  a.flag({"--chat"}, "ask in the model's chat template (as run --chat): context and question as the user turn, "
+         "the answer prefix after the assistant header", chat);
   a.flag({"-q", "--quiet"}, "do not print the summary on stdout", quiet);
   add_attention_options(a, base, /*with_name=*/false);
   if (!a.parse(argc, argv, 2)) return 0;
@@ -59,6 +61,7 @@ int cmd_eval_ruler(int argc, char** argv) {
   opt.n_ctx = mo.n_ctx;
   opt.max_new_cap = max_new;
   opt.depth_grid = depth_grid;
+  opt.chat = chat;
   opt.out_dir = out_dir;
   opt.model_path = resolve_model_path(mo.model);
 
