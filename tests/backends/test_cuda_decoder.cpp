@@ -4,6 +4,7 @@
 // device tests report "skipped: no CUDA device" elsewhere; the refusals run everywhere.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -11,6 +12,7 @@
 #include "backends/cuda/cuda_probe.h"
 #include "common/error.h"
 #include "engine/batch.h"
+#include "engine/sampler.h"
 #include "engine/sequence.h"
 #include "model/model.h"
 #include "model/random_model.h"
@@ -225,6 +227,48 @@ TEST(CudaDecoder, BatchOfDifferentLengthsEqualsTheCpuBatch) {
   cpu[0]->step(t);
   gpu[0]->step(t);
   EXPECT_LT(nmse(gpu[0]->logits(), cpu[0]->logits()), 1e-8);
+}
+
+TEST(CudaDecoder, DeviceGreedyTokensEqualHostSampling) {
+  if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device";
+  Fixture f;
+  for (const std::string policy : {"dense", "magicpig"}) {
+    const mp::SequenceOptions so = seq_options(policy);
+    // Two decoders of the same shape: one copies the logits and the host's greedy Sampler
+    // picks, the other picks on the device; each runs on its own tokens, which must agree.
+    std::vector<std::unique_ptr<mp::Sequence>> host, dev;
+    cu::CudaDecoder dh(*f.model, decoder_options(so, 3)), dd(*f.model, decoder_options(so, 3));
+    std::vector<mp::Sequence*> hs, ds;
+    for (int i = 0; i < 3; ++i) {
+      host.push_back(std::make_unique<mp::Sequence>(*f.model, so));
+      host.back()->prefill(prompt(40 + 113 * i, i));
+      dev.push_back(host.back()->fork());
+      dh.attach(*host.back());
+      dd.attach(*dev.back());
+      hs.push_back(host.back().get());
+      ds.push_back(dev.back().get());
+    }
+    mp::SamplerParams greedy;
+    greedy.temperature = 0;
+    ASSERT_TRUE(cu::takes_raw_argmax(greedy));
+    mp::Sampler sampler(greedy);
+    std::vector<int32_t> ht(3), dt(3);
+    for (int i = 0; i < 3; ++i) ht[size_t(i)] = dt[size_t(i)] = sampler.sample(hs[size_t(i)]->logits(), {});
+    for (int step = 0; step < 12; ++step) {
+      dh.step(hs, ht);
+      for (int i = 0; i < 3; ++i) ht[size_t(i)] = sampler.sample(hs[size_t(i)]->logits(), {});
+      dd.step_greedy(ds, dt, dt);
+      ASSERT_EQ(dt, ht) << policy << " step " << step;
+      EXPECT_TRUE(std::isnan(ds[0]->logits()[0])) << "the device's logits never reach the host";
+    }
+    for (int i = 0; i < 3; ++i) EXPECT_EQ(ds[size_t(i)]->tokens(), hs[size_t(i)]->tokens()) << policy << " " << i;
+    std::vector<int32_t> too_few(2);
+    EXPECT_THROW(dd.step_greedy(ds, dt, too_few), mp::Error);
+    for (int i = 0; i < 3; ++i) {
+      dh.detach(*hs[size_t(i)], false);
+      dd.detach(*ds[size_t(i)], false);
+    }
+  }
 }
 
 TEST(CudaDecoder, AttachRefusesMismatches) {

@@ -4,7 +4,9 @@
 #include <gtest/gtest.h>
 
 #ifdef MAGICPIG_WITH_CUDA
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -17,6 +19,7 @@
 #include "backends/cuda/device_ops.h"
 #include "backends/cuda/gpu_plan.h"
 #include "common/dtype.h"
+#include "engine/sampler.h"
 #include "kernels/kernels.h"
 #include "kv/kv_cache.h"
 #include "model/activations.h"
@@ -254,6 +257,30 @@ TEST(CudaKernels, EmbeddingRowsAreDequantisedRows) {
     cu::embed_rows(*cu::kept_layout(t), dW.data(), cols, dids.as<int32_t>(), int(ids.size()), dX.as<float>(), s.handle());
     s.synchronize();
     EXPECT_EQ(to_host(dX, ref.size()), ref) << mp::dtype_name(t);
+  }
+}
+
+TEST(CudaKernels, GreedyTokensAreTheCpuSamplersArgmax) {
+  REQUIRE_DEVICE();
+  cu::Stream s;
+  const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
+  for (int32_t vocab : {1, 257, 4097, 151936}) {
+    const int n = 6;
+    std::vector<float> L = random_floats(size_t(n) * vocab, 30 + vocab, 3.0f);
+    auto row = [&](int i) { return L.data() + size_t(i) * vocab; };
+    for (int32_t c = 0; c < vocab; ++c) row(1)[c] = float(c % 3);  // ties across threads
+    row(2)[0] = nan;                                                // NaN at 0 is the CPU's pick
+    for (int32_t c = 1; c < vocab; c += 5) row(3)[c] = nan;         // other NaNs are passed over
+    row(4)[vocab - 1] = inf, row(4)[vocab / 2] = inf;               // the first +inf
+    std::fill(row(5), row(5) + vocab, -inf);
+    std::vector<int32_t> want(n, -1);
+    for (int i = 0; i < n; ++i) want[size_t(i)] = mp::argmax({row(i), size_t(vocab)});
+    cu::DeviceBuffer dL = to_device(L), dtok(size_t(n) * sizeof(int32_t));
+    cu::greedy_tokens(dL.as<float>(), n, vocab, dtok.as<int32_t>(), s.handle());
+    s.synchronize();
+    std::vector<int32_t> got(static_cast<size_t>(n));
+    dtok.download(got.data(), got.size() * sizeof(int32_t));
+    EXPECT_EQ(got, want) << "vocab " << vocab;
   }
 }
 

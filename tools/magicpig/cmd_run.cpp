@@ -185,11 +185,14 @@ int cmd_run(int argc, char** argv) {
 
   if (gpu) gpu->attach(*seq);
   Sampler sampler(sp);
+  // Greedy without penalties needs no logits on the host: the GPU step picks the token.
+  const bool greedy_on_device = gpu && cuda::takes_raw_argmax(sp);
+  int32_t device_token = -1;  // the token the last GPU step chose, when greedy_on_device
   Utf8Stream out;
   const auto t_gen = Clock::now();
   int64_t generated = 0;
   for (; generated < n_predict; ++generated) {
-    const int32_t tok = sampler.sample(seq->logits(), seq->tokens());
+    const int32_t tok = device_token >= 0 ? device_token : sampler.sample(seq->logits(), seq->tokens());
     if (!ignore_eos && model->tokenizer.is_eog(tok)) break;
     std::fputs(out.push(model->tokenizer.token_to_piece(tok)).c_str(), stdout);
     std::fflush(stdout);
@@ -197,7 +200,13 @@ int cmd_run(int argc, char** argv) {
       if (gpu) {
         Sequence* one[] = {seq.get()};
         const int32_t toks[] = {tok};
-        gpu->step(one, toks);
+        if (greedy_on_device) {
+          int32_t next[1];
+          gpu->step_greedy(one, toks, next);
+          device_token = next[0];
+        } else {
+          gpu->step(one, toks);
+        }
       } else {
         seq->step(tok);
       }

@@ -60,8 +60,8 @@ struct CudaDecoder::Impl {
   DeviceWeights w;
   std::vector<DeviceBuffer> kv;             // one per batch slot: [GPU layer][K, V][kv_head][n_ctx][head_dim]
   std::vector<const Sequence*> owner;       // per slot; nullptr: free
-  DeviceBuffer x, xn, proj, q, att, k, v, gate, up, logits, partial, ids, pos, bases;
-  PinnedBuffer h_ids, h_pos, h_bases, h_q, h_k, h_v, h_att, h_logits;
+  DeviceBuffer x, xn, proj, q, att, k, v, gate, up, logits, partial, ids, pos, bases, next_ids;
+  PinnedBuffer h_ids, h_pos, h_bases, h_q, h_k, h_v, h_att, h_logits, h_next_ids;
 
   // The split of sparse layers (exact_window.h); false: the CPU attends them whole.
   bool split = false;
@@ -106,7 +106,9 @@ struct CudaDecoder::Impl {
     if (keys > 0)
       partial = DeviceBuffer(size_t(attention_partial_floats(opt.max_batch, hp.n_head, hp.head_dim, keys,
                                                              kAttentionChunk)) * f);
-    ids = DeviceBuffer(n * sizeof(int32_t)), pos = DeviceBuffer(n * sizeof(int64_t));
+    ids = DeviceBuffer(n * sizeof(int32_t)), next_ids = DeviceBuffer(n * sizeof(int32_t));
+    h_next_ids = PinnedBuffer(n * sizeof(int32_t));
+    pos = DeviceBuffer(n * sizeof(int64_t));
     bases = DeviceBuffer(n * sizeof(uint16_t*));
     h_ids = PinnedBuffer(n * sizeof(int32_t)), h_pos = PinnedBuffer(n * sizeof(int64_t));
     h_bases = PinnedBuffer(n * sizeof(uint16_t*));
@@ -266,7 +268,9 @@ struct CudaDecoder::Impl {
     if (error) std::rethrow_exception(error);
   }
 
-  void run_step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) {
+  // next == nullptr: the logits cross to the host and each sequence records them; otherwise
+  // only each row's greedy token crosses, into next[i].
+  void run_step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, int32_t* next) {
     const HParams& hp = model.hp;
     const int n = int(seqs.size()), e = hp.n_embd, qd = hp.n_head * hp.head_dim, kd = hp.n_kv_head * hp.head_dim;
     void* s = stream.handle();
@@ -341,11 +345,21 @@ struct CudaDecoder::Impl {
     }
     rms_norm_rows(X, w.output_norm.get(), XN, n, e, hp.rms_eps, s);
     linear(w.output_matrix(), XN, n, logits.as<float>());
-    copy_to_host_async(h_logits.data(), logits.data(), size_t(n) * hp.n_vocab * sizeof(float), s);
+    if (next) {
+      greedy_tokens(logits.as<float>(), n, hp.n_vocab, next_ids.as<int32_t>(), s);
+      copy_to_host_async(h_next_ids.data(), next_ids.data(), size_t(n) * sizeof(int32_t), s);
+    } else {
+      copy_to_host_async(h_logits.data(), logits.data(), size_t(n) * hp.n_vocab * sizeof(float), s);
+    }
     stream.synchronize();
     for (int i = 0; i < n; ++i) {
       A::cache(*seqs[i]).set_n_tokens(positions[size_t(i)] + 1);
-      A::record(*seqs[i], tokens[i], h_logits.as<float>() + size_t(i) * hp.n_vocab);
+      if (next) {  // recorded before next[i] is written: next may alias tokens
+        A::record_token_only(*seqs[i], tokens[i]);
+        next[i] = h_next_ids.as<int32_t>()[i];
+      } else {
+        A::record(*seqs[i], tokens[i], h_logits.as<float>() + size_t(i) * hp.n_vocab);
+      }
     }
   }
 };
@@ -501,8 +515,8 @@ void CudaDecoder::detach(Sequence& s, bool restore_kv) {
   d.owner[size_t(slot)] = nullptr;
 }
 
-void CudaDecoder::step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) {
-  Impl& d = *impl_;
+void CudaDecoder::validate_step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const {
+  const Impl& d = *impl_;
   check(!seqs.empty(), "--device cuda: the batch is empty");
   check(seqs.size() == tokens.size(), "--device cuda: " + std::to_string(seqs.size()) + " sequences but " +
                                           std::to_string(tokens.size()) + " tokens");
@@ -516,8 +530,21 @@ void CudaDecoder::step(std::span<Sequence* const> seqs, std::span<const int32_t>
     check(tokens[i] >= 0 && tokens[i] < d.model.hp.n_vocab,
           who + ": token id " + std::to_string(tokens[i]) + " is out of range");
   }
-  set_device(d.opt.device);
-  d.run_step(seqs, tokens);
+}
+
+void CudaDecoder::step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) {
+  validate_step(seqs, tokens);
+  set_device(impl_->opt.device);
+  impl_->run_step(seqs, tokens, nullptr);
+}
+
+void CudaDecoder::step_greedy(std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
+                              std::span<int32_t> next) {
+  validate_step(seqs, tokens);
+  check(next.size() == seqs.size(), "--device cuda: " + std::to_string(seqs.size()) + " sequences but room for " +
+                                        std::to_string(next.size()) + " greedy tokens");
+  set_device(impl_->opt.device);
+  impl_->run_step(seqs, tokens, next.data());
 }
 
 }  // namespace cuda

@@ -29,6 +29,7 @@
 #include "attention/policy.h"
 #include "backends/cuda/gpu_plan.h"
 #include "common/dtype.h"
+#include "engine/sampler.h"
 
 namespace mp {
 struct Model;
@@ -49,6 +50,12 @@ struct CudaDecoderOptions {
   // where the policy allows it; false: the CPU policy attends sparse layers whole.
   bool split_sparse = true;
 };
+
+// Whether a Sampler with these parameters picks the argmax of the raw logits (temperature 0,
+// no repetition penalty), so that CudaDecoder::step_greedy gives its token.
+inline bool takes_raw_argmax(const SamplerParams& p) {
+  return p.temperature <= 0 && (p.repeat_penalty == 1.0f || p.repeat_last_n == 0);
+}
 
 class CudaDecoder {
  public:
@@ -78,8 +85,17 @@ class CudaDecoder {
   // after s.step(token), up to the rounding of the GPU arithmetic. Validated before anything
   // changes.
   void step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens);
+  // step() for a batch that samples greedily and needs no logits on the host (no logprobs,
+  // penalties or eval; takes_raw_argmax): next[i] = the greedy token of sequence i's logits,
+  // chosen on the device as engine/sampler.cpp's argmax (ties to the lowest index, NaN as
+  // there), and only those n tokens cross to the host. s.tokens() is as after step(); the
+  // logits never leave the device, so s.logits() holds NaN until the next step() or
+  // Sequence::step. next may be tokens itself.
+  void step_greedy(std::span<Sequence* const> seqs, std::span<const int32_t> tokens, std::span<int32_t> next);
 
  private:
+  void validate_step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const;
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };

@@ -22,5 +22,8 @@ bool CudaDecoder::attached(const Sequence&) const { return false; }
 void CudaDecoder::step(std::span<Sequence* const>, std::span<const int32_t>) {
   throw Error("--device cuda: this build has no CUDA support");
 }
+void CudaDecoder::step_greedy(std::span<Sequence* const>, std::span<const int32_t>, std::span<int32_t>) {
+  throw Error("--device cuda: this build has no CUDA support");
+}
 
 }  // namespace mp::cuda

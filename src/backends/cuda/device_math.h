@@ -295,4 +295,41 @@ MP_HD uint16_t simhash_code(const float* x, const float* w, int64_t ld, int head
   return uint16_t(code);
 }
 
+// Greedy sampling on the device (argmax.cu). The CPU's greedy choice (engine/sampler.cpp:
+// argmax, and Sampler at temperature 0 without a repetition penalty) is the first maximum of a
+// left-to-right scan under `<`: a NaN never replaces the running choice and nothing replaces a
+// NaN running choice, so a NaN at index 0 is chosen and NaNs elsewhere are passed over; +inf
+// and -inf are ordinary values; equal values (-0 and +0 included) go to the lowest index. Ranked
+// as (NaN at index 0) > (numbers, by value, then lower index) > (other NaNs), that choice is a
+// total order over (value, index) pairs, so a block's tree reduction in any pairing picks the
+// scan's token. A pick with index -1 is empty (a thread that saw no element) and loses to all.
+struct GreedyPick {
+  float v;
+  int32_t i;
+};
+MP_HD GreedyPick empty_greedy_pick() { return GreedyPick{0.0f, -1}; }
+
+MP_HD int greedy_rank(const GreedyPick& p) {
+  if (p.i < 0) return -1;
+  if (p.v != p.v) return p.i == 0 ? 2 : 0;  // NaN (no fast-math: v != v holds only for NaN)
+  return 1;
+}
+
+// Whether a is chosen over b.
+MP_HD bool greedy_prefers(const GreedyPick& a, const GreedyPick& b) {
+  const int ra = greedy_rank(a), rb = greedy_rank(b);
+  if (ra != rb) return ra > rb;
+  if (ra == 1 && a.v != b.v) return a.v > b.v;
+  return a.i < b.i;
+}
+
+MP_HD GreedyPick greedy_better(const GreedyPick& a, const GreedyPick& b) { return greedy_prefers(b, a) ? b : a; }
+
+// One thread's part of a row: elements t, t + stride, ... of row[0, n).
+MP_HD GreedyPick greedy_strided(const float* row, int32_t n, int t, int stride) {
+  GreedyPick best = empty_greedy_pick();
+  for (int32_t i = t; i < n; i += stride) best = greedy_better(best, GreedyPick{row[i], i});
+  return best;
+}
+
 }  // namespace mp::cuda::math

@@ -76,4 +76,11 @@ void lse_merge_pair(float* out_a, float* lse_a, const float* out_b, const float*
 void hash_queries(const float* Q, int n, int n_head, int head_dim, const float* W, int64_t ld, int k, int l,
                   bool fused, uint16_t* codes, void* stream);
 
+// Threads per row of greedy_tokens (a power of two).
+constexpr int kGreedyThreads = 256;
+
+// tokens[i] = the greedy token of logits row i ([n][vocab], vocab >= 1): the CPU sampler's
+// argmax bit for bit (math::greedy_prefers: lowest index among equal maxima, NaN as the CPU).
+void greedy_tokens(const float* logits, int n, int32_t vocab, int32_t* tokens, void* stream);
+
 }  // namespace mp::cuda
