@@ -128,7 +128,7 @@ nlohmann::json run_config_json(const RunOptions& opt, const Resources& res) {
                           {"model_bytes", ec ? 0 : uint64_t(bytes)},
                           {"seed", opt.seed},
                           {"kv_type", opt.kv_type == DType::F16 ? "f16" : "bf16"},
-                          {"max_new_cap", opt.max_new_cap},
+                          {"max_new", opt.max_new},
                           {"words_crc32", res.words_crc},
                           {"haystack_crc32", res.haystack_crc}};
   if (opt.depth_grid) fixed["depth_grid"] = opt.depth_grid;  // absent when 0: older run folders still resume

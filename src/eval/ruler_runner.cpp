@@ -128,7 +128,7 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
       return apply_chat_template(model.file, model.tokenizer, {{"user", user}}, /*add_assistant_prefix=*/true);
     };
   auto sample = [&](const std::string& task, int64_t L, int i) {
-    return generate_sample(task, L, i, opt.seed, model.tokenizer, res, opt.max_new_cap, opt.depth_grid, chat);
+    return generate_sample(task, L, i, opt.seed, model.tokenizer, res, opt.max_new, opt.depth_grid, chat);
   };
   // A length too short for a task (or a model without a chat format) fails here, before hours
   // of work on the other tasks.

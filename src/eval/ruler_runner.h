@@ -34,7 +34,7 @@ struct RunOptions {
   int n_threads = 2;
   DType kv_type = DType::BF16;
   int64_t n_ctx = 0;                // 0: the model's training context; every length must fit
-  int max_new_cap = 0;              // > 0: at most this many answer tokens per turn
+  int max_new = 0;                  // > 0: answer tokens per turn instead of each task's own
   int depth_grid = 0;               // >= 2: asked needle of sample i at depth (i mod N)/(N-1)
   bool chat = false;                // prompts in the model's chat template (user turn, answer prefix after it)
   std::string out_dir;

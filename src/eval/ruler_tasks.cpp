@@ -139,14 +139,14 @@ Fitted measure(const detail::Builder& build, int64_t n, const Tokenizer& tok, in
 }  // namespace
 
 Sample generate_sample(const std::string& task, int64_t length, int index, uint64_t run_seed,
-                       const Tokenizer& tok, const Resources& res, int max_new_cap, int depth_grid,
+                       const Tokenizer& tok, const Resources& res, int max_new_override, int depth_grid,
                        const ChatWrap& chat) {
   const TaskSpec& spec = task_spec(task);
   check(depth_grid == 0 || (depth_grid >= 2 && depth_grid <= 1000),
         "RULER depth grid must be 0 (seeded depths) or 2..1000, got " + std::to_string(depth_grid));
   const double asked_depth = depth_grid ? double(index % depth_grid) / double(depth_grid - 1) : -1.0;
   check(length >= 1, "RULER length must be positive, got " + std::to_string(length));
-  const int max_new = max_new_cap > 0 ? std::min(max_new_cap, spec.max_new) : spec.max_new;
+  const int max_new = max_new_override > 0 ? max_new_override : spec.max_new;
   const uint64_t seed = sample_seed(run_seed, task, length, index);
   auto fits = [&](const Fitted& f) { return f.total <= length; };
   detail::Builder build;

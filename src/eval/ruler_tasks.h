@@ -85,15 +85,15 @@ std::vector<double> needle_depths(const Sample& s);
 // is the same whichever other tasks, lengths or samples a run contains.
 uint64_t sample_seed(uint64_t run_seed, const std::string& task, int64_t length, int index);
 
-// Builds the sample whose haystack is as large as fits `length` tokens. max_new_cap > 0 caps
-// the task's answer tokens. depth_grid N >= 2 puts the asked needle of sample i (niah tasks) at
+// Builds the sample whose haystack is as large as fits `length` tokens. max_new > 0 replaces
+// the task's answer tokens per turn (room reserved in the prompt budget). depth_grid N >= 2 puts the asked needle of sample i (niah tasks) at
 // depth (i mod N) / (N - 1), 0% to 100% (the needle-in-a-haystack sweep); 0 keeps the seeded
 // uniform depth. A non-empty `chat` puts context and question in the user turn and the answer
 // prefix after the assistant header, and tokenizes like `magicpig run --chat` (special tokens
 // parsed); the template's tokens count against `length`. Throws when even an empty haystack
 // does not fit.
 Sample generate_sample(const std::string& task, int64_t length, int index, uint64_t run_seed,
-                       const Tokenizer& tok, const Resources& res, int max_new_cap = 0, int depth_grid = 0,
+                       const Tokenizer& tok, const Resources& res, int max_new = 0, int depth_grid = 0,
                        const ChatWrap& chat = {});
 
 // What the prompt holds besides the haystack: the text before it, "[haystack: N bytes]", the

@@ -203,7 +203,7 @@ TEST(RulerChat, RunnerRecordsTheTemplateAndKeepsOneFormatPerFolder) {
   opt.samples = 1;
   opt.policies = parse_policy_list("dense,streaming:local=16", attn::Config{});
   opt.n_threads = 1;
-  opt.max_new_cap = 3;
+  opt.max_new = 3;
   opt.out_dir = dir.file("chat");
   opt.chat = true;
   const RunStats st = run_ruler(*model, test::ruler_resources(), opt);

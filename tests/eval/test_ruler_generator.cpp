@@ -72,6 +72,22 @@ TEST(RulerGenerator, PromptPlusAnswerRoomFillsTheTargetLength) {
       }
 }
 
+// max_new replaces the task's answer room both ways, and the prompt gives the room back: the
+// same sample with more answer tokens has a smaller haystack and still fits the length.
+TEST(RulerGenerator, MaxNewReplacesTheTasksAnswerRoom) {
+  const Tokenizer& tok = fx().bytes->tokenizer;
+  const Sample own = generate_sample("niah_single_2", 2048, 0, 5, tok, test::ruler_resources());
+  const Sample more = generate_sample("niah_single_2", 2048, 0, 5, tok, test::ruler_resources(), 200);
+  const Sample fewer = generate_sample("niah_single_2", 2048, 0, 5, tok, test::ruler_resources(), 3);
+  EXPECT_EQ(own.max_new, task_spec("niah_single_2").max_new);
+  EXPECT_EQ(more.max_new, 200);
+  EXPECT_EQ(fewer.max_new, 3);
+  EXPECT_LE(more.budget_tokens(), 2048);
+  EXPECT_LT(more.prompt_tokens.size(), own.prompt_tokens.size());
+  EXPECT_LT(more.haystack_units, own.haystack_units);
+  EXPECT_EQ(more.references, own.references);
+}
+
 TEST(RulerGenerator, NeedlesSitAtTheirDepthAndAnswerTheQuestion) {
   const Tokenizer& tok = *tokenizers().back();
   const std::regex question_key("for ([a-z0-9-]+) (mentioned in the provided text|is:)");

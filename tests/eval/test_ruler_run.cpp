@@ -45,7 +45,7 @@ struct RunFixture : ::testing::Test {
     opt.policies = parse_policy_list("dense,topk:budget=1,magicpig:K=4:L=20,streaming:local=16", attn::Config{});
     opt.n_threads = 1;
     opt.out_dir = dir.file("out");
-    opt.max_new_cap = 6;
+    opt.max_new = 6;
   }
   std::string jsonl() const { return opt.out_dir + "/predictions.jsonl"; }
 };

@@ -37,7 +37,7 @@ int cmd_eval_ruler(int argc, char** argv) {
           [&](const std::string& v) { out_dir = v; });
   a.value({"--haystack"}, "FILE", "natural text for the haystacks (default eval/data/haystack.txt)",
           [&](const std::string& v) { haystack = v; });
-  a.value({"--max-new"}, "N", "cap on answer tokens per turn (default: each task's own)",
+  a.value({"--max-new"}, "N", "answer tokens per turn, instead of each task's own (more room for a model that answers after a preamble; fewer for quick runs)",
           [&](const std::string& v) { max_new = int(parse_int("--max-new", v, 1, 4096)); });
   a.value({"--depths"}, "N", "needle tasks: the asked needle of sample i at depth (i mod N)/(N-1), 0% to 100% "
           "(default: a seeded uniform depth per sample)",
@@ -59,7 +59,7 @@ int cmd_eval_ruler(int argc, char** argv) {
   opt.n_threads = resolved_threads(mo);
   opt.kv_type = mo.kv_type;
   opt.n_ctx = mo.n_ctx;
-  opt.max_new_cap = max_new;
+  opt.max_new = max_new;
   opt.depth_grid = depth_grid;
   opt.chat = chat;
   opt.out_dir = out_dir;
