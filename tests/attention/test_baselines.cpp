@@ -15,7 +15,7 @@
 namespace mp::attn {
 namespace {
 
-using testing::random_vec;
+using testing::normal_floats;
 using testing::RandomCache;
 using testing::ref_attention;
 using testing::ref_logits;
@@ -37,7 +37,7 @@ struct Fixture {
   Fixture(int n_head, int n_kv, int d, int64_t n_prompt, int n_gen, DType t, uint64_t seed, float key_sd = 1.0f)
       : shape{2, n_head, n_kv, d}, rc(2, n_kv, d, n_prompt, t, seed, key_sd, n_prompt + n_gen + 4) {
     rc.generate(n_gen, seed + 1000);
-    q = random_vec(static_cast<size_t>(n_head) * d, seed + 2000, 1.5f);
+    q = normal_floats(static_cast<size_t>(n_head) * d, seed + 2000, 1.5f);
   }
   KvView view(int layer) const { return rc.cache->view(layer); }
   std::unique_ptr<SequenceAttention> policy(const Config& c) const {

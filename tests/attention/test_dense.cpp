@@ -11,7 +11,7 @@
 namespace mp::attn {
 namespace {
 
-using testing::random_vec;
+using testing::normal_floats;
 using testing::RandomCache;
 using testing::ref_attention;
 using testing::rel_err;
@@ -34,7 +34,7 @@ TEST(DenseAttention, PrefillMatchesNaiveCausalAttention) {
     const HeadShape shape{1, c.n_head, c.n_kv, c.d};
     RandomCache rc(1, c.n_kv, c.d, c.pos0 + c.n_q, c.t, seed++);
     const KvView kv = rc.cache->view(0);
-    const auto Q = random_vec(static_cast<size_t>(c.n_q) * c.n_head * c.d, seed++);
+    const auto Q = normal_floats(static_cast<size_t>(c.n_q) * c.n_head * c.d, seed++);
     std::vector<float> O(Q.size(), -7.0f);
     for (int threads : {1, 2}) {
       prefill_attention(kv, shape, c.pos0, c.n_q, Q.data(), O.data(), threads);
@@ -62,7 +62,7 @@ void check_decode(int n_head, int n_kv, int d, DType t, int64_t n, float q_sd, u
   const HeadShape shape{1, n_head, n_kv, d};
   RandomCache rc(1, n_kv, d, n, t, seed);
   const KvView kv = rc.cache->view(0);
-  const auto q = random_vec(static_cast<size_t>(n_head) * d, seed + 100, q_sd);
+  const auto q = normal_floats(static_cast<size_t>(n_head) * d, seed + 100, q_sd);
   std::vector<float> out1(q.size()), out2(q.size());
   dense_decode(kv, shape, q.data(), out1.data(), 1);
   dense_decode(kv, shape, q.data(), out2.data(), 2);
@@ -86,7 +86,7 @@ TEST(DenseAttention, DecodeMatchesReference) {
 TEST(DenseAttention, PartialRangesMergeToTheFullResult) {
   RandomCache rc(1, 2, 64, 300, DType::BF16, 21);
   const KvView kv = rc.cache->view(0);
-  const auto q = random_vec(64, 22);
+  const auto q = normal_floats(64, 22);
   const float scale = 0.125f;
   std::vector<float> full(64), a(64), b(64), c(64), out(64);
   PartialSoftmax pf = partial_attention_range(kv, 1, q.data(), scale, 0, 300, full.data());

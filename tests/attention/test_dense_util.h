@@ -11,6 +11,7 @@
 #include "attention/policy.h"
 #include "common/half.h"
 #include "kv/kv_cache.h"
+#include "testutil/testutil.h"
 
 namespace mp::attn::testing {
 
@@ -62,13 +63,7 @@ inline double kv_at(const KvView& kv, const uint16_t* p) {
   return kv.dtype == DType::BF16 ? bf16_to_f32(*p) : fp16_to_f32(*p);
 }
 
-inline std::vector<float> random_vec(size_t n, uint64_t seed, float sd = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> nd(0.0f, sd);
-  std::vector<float> x(n);
-  for (auto& v : x) v = nd(rng);
-  return x;
-}
+using mp::test::normal_floats;
 
 // Logits q.k_p / sqrt(d) of one query head (KV head h) for positions in [0, n), in double.
 inline std::vector<double> ref_logits(const KvView& kv, int h, const float* q, int64_t n) {

@@ -147,7 +147,7 @@ TEST(Policy, FactoryBuildsEveryPolicyAndClonesBehaveIdentically) {
     std::unique_ptr<SequenceAttention> copy;
     for (int step = 0; step < 3; ++step) {
       rc.append(500 + step);
-      const auto q = testing::random_vec(8 * 64, 600 + step);
+      const auto q = testing::normal_floats(8 * 64, 600 + step);
       for (int l = 0; l < 3; ++l) {
         std::vector<float> out(q.size()), out_copy(q.size()), dense(q.size());
         p->attend(l, rc.cache->view(l), q.data(), out.data(), 2);

@@ -12,7 +12,7 @@
 namespace mp::attn {
 namespace {
 
-using testing::random_vec;
+using testing::normal_floats;
 using testing::RandomCache;
 using testing::ref_attention;
 using testing::rel_err;
@@ -35,7 +35,7 @@ TEST(WindowAttention, PrefillSeesOnlyEachQuerysWindow) {
     const HeadShape shape{1, c.n_head, c.n_kv, c.d};
     RandomCache rc(1, c.n_kv, c.d, c.pos0 + c.n_q, DType::BF16, seed++);
     const KvView kv = rc.cache->view(0);
-    const auto Q = random_vec(size_t(c.n_q) * c.n_head * c.d, seed++);
+    const auto Q = normal_floats(size_t(c.n_q) * c.n_head * c.d, seed++);
     std::vector<float> O(Q.size(), -7.0f);
     for (int threads : {1, 2}) {
       prefill_attention(kv, shape, c.pos0, c.n_q, Q.data(), O.data(), threads, c.window);
@@ -57,7 +57,7 @@ TEST(WindowAttention, DecodeSeesTheLastWindowPositions) {
   for (int64_t n : {1, 10, 512, 513, 1300}) {
     RandomCache rc(1, 1, 64, n, DType::F16, uint64_t(n));
     const KvView kv = rc.cache->view(0);
-    const auto q = random_vec(4 * 64, 99);
+    const auto q = normal_floats(4 * 64, 99);
     std::vector<float> out(q.size());
     window_decode(kv, shape, 512, q.data(), out.data(), 2);
     for (int hq = 0; hq < 4; ++hq) {
@@ -84,7 +84,7 @@ TEST(WindowAttention, PoliciesBuildNothingForAndRefuseSlidingLayers) {
     auto policy = make_sequence_attention(cfg, shape);
     rc.cache->mark_prompt_end();
     for (int l = 0; l < 6; ++l) policy->prefill_done(l, rc.cache->view(l), 1);
-    const auto q = random_vec(4 * 64, 3);
+    const auto q = normal_floats(4 * 64, 3);
     std::vector<float> out(q.size());
     EXPECT_THROW(policy->attend(0, rc.cache->view(0), q.data(), out.data(), 1), Error) << name;
     policy->attend(5, rc.cache->view(5), q.data(), out.data(), 1);

@@ -1,19 +1,12 @@
-// Shared helpers of the CUDA backend tests: random inputs and llama.cpp's test-backend-ops error.
+// Shared helper of the CUDA backend tests: llama.cpp's test-backend-ops error (random inputs:
+// testutil's normal_floats).
 #pragma once
 #include <cstddef>
-#include <cstdint>
-#include <random>
 #include <vector>
 
-namespace mp::cuda::test {
+#include "testutil/testutil.h"
 
-inline std::vector<float> random_floats(size_t n, uint64_t seed, float scale = 1.0f) {
-  std::mt19937_64 rng(seed);
-  std::normal_distribution<float> d(0.0f, scale);
-  std::vector<float> v(n);
-  for (float& x : v) x = d(rng);
-  return v;
-}
+namespace mp::cuda::test {
 
 // Normalised mean squared error, as llama.cpp's test-backend-ops: sum (a-b)^2 / sum b^2.
 inline double nmse(const std::vector<float>& a, const std::vector<float>& b) {

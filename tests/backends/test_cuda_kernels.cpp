@@ -37,7 +37,7 @@ bool have_device() { return !cu::devices().empty(); }
   if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device"
 
 using mp::cuda::test::nmse;
-using mp::cuda::test::random_floats;
+using mp::test::normal_floats;
 
 template <class T>
 cu::DeviceBuffer to_device(const std::vector<T>& v) {
@@ -58,10 +58,10 @@ TEST(CudaKernels, GemvMatchesTheCpuForEveryKeptLayout) {
   const int64_t rows = 300, cols = 4096;
   for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_K})
     for (int n : {1, 3, 16}) {
-      const std::vector<float> wf = random_floats(size_t(rows * cols), 1);
+      const std::vector<float> wf = normal_floats(size_t(rows * cols), 1);
       std::vector<uint8_t> W(size_t(rows) * mp::dtype_row_bytes(t, cols));
       mp::kernels::quantize_row(t, wf.data(), W.data(), rows * cols);
-      const std::vector<float> X = random_floats(size_t(n * cols), 2);
+      const std::vector<float> X = normal_floats(size_t(n * cols), 2);
       std::vector<float> ref(static_cast<size_t>(n * rows));
       for (int i = 0; i < n; ++i)
         for (int64_t r = 0; r < rows; ++r)
@@ -79,7 +79,7 @@ TEST(CudaKernels, RowStepsMatchTheCpu) {
   cu::Stream s;
   const int n = 3, e = 4096, H = 8, d = 128;
   // RMSNorm
-  const std::vector<float> x = random_floats(size_t(n * e), 3), w = random_floats(size_t(e), 4);
+  const std::vector<float> x = normal_floats(size_t(n * e), 3), w = normal_floats(size_t(e), 4);
   std::vector<float> ref(x.size());
   for (int i = 0; i < n; ++i) mp::rms_norm(&x[size_t(i * e)], w.data(), &ref[size_t(i * e)], e, 1e-5f);
   cu::DeviceBuffer dx = to_device(x), dw = to_device(w), dy(x.size() * 4);
@@ -93,7 +93,7 @@ TEST(CudaKernels, RowStepsMatchTheCpu) {
     rope.theta = 500000.0f;
     rope.freq_factors = mp::llama3_rope_freq_factors(d, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
     const std::vector<int64_t> pos = {0, 4097, 98303};
-    std::vector<float> q = random_floats(size_t(n * H * d), 5), qref = q;
+    std::vector<float> q = normal_floats(size_t(n * H * d), 5), qref = q;
     for (int i = 0; i < n; ++i) mp::apply_rope(&qref[size_t(i * H * d)], H, d, pos[size_t(i)], rope);
     cu::DeviceBuffer dq = to_device(q), dpos = to_device(pos), dff = to_device(rope.freq_factors);
     cu::rope_rows(dq.as<float>(), n, H, d, dpos.as<int64_t>(), rope.theta, 1.0f, dff.as<float>(),
@@ -102,7 +102,7 @@ TEST(CudaKernels, RowStepsMatchTheCpu) {
     EXPECT_LT(nmse(to_host(dq, q.size()), qref), 1e-12);
   }
   // SwiGLU and the residual add
-  const std::vector<float> g = random_floats(5000, 6, 3.0f), u = random_floats(5000, 7);
+  const std::vector<float> g = normal_floats(5000, 6, 3.0f), u = normal_floats(5000, 7);
   std::vector<float> gref(g.size()), aref(g.size());
   for (size_t i = 0; i < g.size(); ++i) {
     gref[i] = mp::detail::silu(g[i]) * u[i];
@@ -140,8 +140,8 @@ TEST(CudaKernels, KvAppendAndSplitAttentionMatchDenseDecode) {
       std::vector<uint16_t*> row_bases;
       for (int i = 0; i < n; ++i) {
         if (p >= lengths[size_t(i)]) continue;
-        const std::vector<float> k = random_floats(size_t(n_kv * d), uint64_t(p * 7 + i), 1.5f);
-        const std::vector<float> v = random_floats(size_t(n_kv * d), uint64_t(p * 7 + i + 3));
+        const std::vector<float> k = normal_floats(size_t(n_kv * d), uint64_t(p * 7 + i), 1.5f);
+        const std::vector<float> v = normal_floats(size_t(n_kv * d), uint64_t(p * 7 + i + 3));
         caches[size_t(i)]->write(0, p, k.data(), v.data());
         K.insert(K.end(), k.begin(), k.end());
         V.insert(V.end(), v.begin(), v.end());
@@ -158,7 +158,7 @@ TEST(CudaKernels, KvAppendAndSplitAttentionMatchDenseDecode) {
       caches[size_t(i)]->set_n_tokens(lengths[size_t(i)]);
       last.push_back(lengths[size_t(i)] - 1);
     }
-    const std::vector<float> q = random_floats(size_t(n * n_head * d), 77);
+    const std::vector<float> q = normal_floats(size_t(n * n_head * d), 77);
     std::vector<float> ref(q.size()), ref_lse(size_t(n * n_head));
     mp::attn::HeadShape shape{1, n_head, n_kv, d, {}, 0};
     for (int i = 0; i < n; ++i)
@@ -185,7 +185,7 @@ TEST(CudaKernels, RowsThatAttendNothingGetZeroAndMinusInfinity) {
   slot.zero();
   const std::vector<uint16_t*> bases = {slot.as<uint16_t>(), slot.as<uint16_t>()};
   const std::vector<int64_t> last = {-1, 3};
-  const std::vector<float> q = random_floats(size_t(2 * n_head * d), 5);
+  const std::vector<float> q = normal_floats(size_t(2 * n_head * d), 5);
   cu::DeviceBuffer db = to_device(bases), dpos = to_device(last), dq = to_device(q), dout(q.size() * 4),
                    dlse(size_t(2 * n_head) * 4);
   cu::DeviceBuffer partial(size_t(cu::attention_partial_floats(2, n_head, d, 4, cu::kAttentionChunk)) * 4);
@@ -207,7 +207,7 @@ TEST(CudaKernels, QueryHashCodesEqualTheCpuPolicysCodes) {
   cu::Stream s;
   const int n = 3, n_head = 32, d = 128;
   const auto p = mp::attn::lsh::make_projection(d, 10, 150, 42);
-  std::vector<float> q = random_floats(size_t(n * n_head * d), 11);
+  std::vector<float> q = normal_floats(size_t(n * n_head * d), 11);
   q[5] = 0.0f;
   const bool fused = mp::selected_isa() >= mp::Isa::Avx2;
   std::vector<uint16_t> ref(size_t(n) * 150 * n_head);
@@ -225,7 +225,7 @@ TEST(CudaKernels, LseMergePairMatchesMergeLseParts) {
   REQUIRE_DEVICE();
   cu::Stream s;
   const int rows = 4, d = 64;
-  const std::vector<float> oa = random_floats(size_t(rows * d), 1), ob = random_floats(size_t(rows * d), 2);
+  const std::vector<float> oa = normal_floats(size_t(rows * d), 1), ob = normal_floats(size_t(rows * d), 2);
   const std::vector<float> la = {0.5f, -INFINITY, 3.0f, -INFINITY}, lb = {1.5f, 2.0f, -INFINITY, -INFINITY};
   std::vector<float> ref(static_cast<size_t>(rows * d));
   for (int r = 0; r < rows; ++r) {
@@ -246,7 +246,7 @@ TEST(CudaKernels, EmbeddingRowsAreDequantisedRows) {
   cu::Stream s;
   const int64_t vocab = 50, cols = 512;
   for (DType t : {DType::Q8_0, DType::Q4_K, DType::F16}) {
-    const std::vector<float> wf = random_floats(size_t(vocab * cols), 8);
+    const std::vector<float> wf = normal_floats(size_t(vocab * cols), 8);
     std::vector<uint8_t> W(size_t(vocab) * mp::dtype_row_bytes(t, cols));
     mp::kernels::quantize_row(t, wf.data(), W.data(), vocab * cols);
     const std::vector<int32_t> ids = {3, 49, 0};
@@ -266,7 +266,7 @@ TEST(CudaKernels, GreedyTokensAreTheCpuSamplersArgmax) {
   const float nan = std::numeric_limits<float>::quiet_NaN(), inf = std::numeric_limits<float>::infinity();
   for (int32_t vocab : {1, 257, 4097, 151936}) {
     const int n = 6;
-    std::vector<float> L = random_floats(size_t(n) * vocab, 30 + vocab, 3.0f);
+    std::vector<float> L = normal_floats(size_t(n) * vocab, 30 + vocab, 3.0f);
     auto row = [&](int i) { return L.data() + size_t(i) * vocab; };
     for (int32_t c = 0; c < vocab; ++c) row(1)[c] = float(c % 3);  // ties across threads
     row(2)[0] = nan;                                                // NaN at 0 is the CPU's pick

@@ -30,7 +30,7 @@ namespace math = mp::cuda::math;
 using mp::DType;
 
 using mp::cuda::test::nmse;
-using mp::cuda::test::random_floats;
+using mp::test::normal_floats;
 
 template <math::WType T>
 std::vector<float> dequant_row_device_math(const std::vector<uint8_t>& row, int64_t cols) {
@@ -51,7 +51,7 @@ std::vector<uint8_t> quantised_row(DType t, const std::vector<float>& x) {
 
 template <math::WType T>
 void expect_dequant_matches(DType t, int64_t cols) {
-  const std::vector<float> x = random_floats(size_t(cols), 7 + cols);
+  const std::vector<float> x = normal_floats(size_t(cols), 7 + cols);
   const std::vector<uint8_t> row = quantised_row(t, x);
   std::vector<float> ref(static_cast<size_t>(cols));
   mp::kernels::dequantize_row(t, row.data(), ref.data(), cols);
@@ -135,10 +135,10 @@ std::vector<float> gemv_emulated(const std::vector<uint8_t>& W, int64_t rows, in
 
 template <math::WType T>
 void expect_gemv_matches(DType t, int64_t rows, int64_t cols, int n) {
-  const std::vector<float> wf = random_floats(size_t(rows * cols), 11);
+  const std::vector<float> wf = normal_floats(size_t(rows * cols), 11);
   std::vector<uint8_t> W(size_t(rows) * mp::dtype_row_bytes(t, cols));
   mp::kernels::quantize_row(t, wf.data(), W.data(), rows * cols);
-  const std::vector<float> X = random_floats(size_t(n * cols), 12);
+  const std::vector<float> X = normal_floats(size_t(n * cols), 12);
   const std::vector<float> got = gemv_emulated<T>(W, rows, cols, X, n);
   std::vector<float> ref(got.size());
   const size_t rb = mp::dtype_row_bytes(t, cols);
@@ -159,7 +159,7 @@ TEST(DeviceMath, EmulatedGemvMatchesTheCpuDotProducts) {
 
 TEST(DeviceMath, RmsNormScaleMatchesTheCpu) {
   for (int n : {64, 4096, 5120}) {
-    const std::vector<float> x = random_floats(size_t(n), uint64_t(n)), w = random_floats(size_t(n), 2);
+    const std::vector<float> x = normal_floats(size_t(n), uint64_t(n)), w = normal_floats(size_t(n), 2);
     std::vector<float> ref(static_cast<size_t>(n)), got(static_cast<size_t>(n));
     mp::rms_norm(x.data(), w.data(), ref.data(), n, 1e-5f);
     double ss = 0;
@@ -191,7 +191,7 @@ TEST(DeviceMath, RopeEqualsApplyRopeForBothLayouts) {
       rope.theta = 500000.0f;
       if (llama3) rope.freq_factors = mp::llama3_rope_freq_factors(128, 500000.0f, 8.0f, 1.0f, 4.0f, 8192);
       for (int64_t pos : {0, 1, 17, 4095, 98303}) {
-        std::vector<float> ref = random_floats(4 * 128, uint64_t(pos) + 5), got = ref;
+        std::vector<float> ref = normal_floats(4 * 128, uint64_t(pos) + 5), got = ref;
         mp::apply_rope(ref.data(), 4, 128, pos, rope);
         rope_emulated(got.data(), 4, 128, pos, rope);
         ASSERT_EQ(got, ref) << "pos " << pos << " neox " << (type == mp::RopeType::Neox) << " llama3 " << llama3;
@@ -200,12 +200,12 @@ TEST(DeviceMath, RopeEqualsApplyRopeForBothLayouts) {
 }
 
 TEST(DeviceMath, SiluEqualsTheCpu) {
-  for (float x : random_floats(1000, 9, 4.0f)) ASSERT_EQ(math::silu(x), mp::detail::silu(x));
+  for (float x : normal_floats(1000, 9, 4.0f)) ASSERT_EQ(math::silu(x), mp::detail::silu(x));
 }
 
 TEST(DeviceMath, PartialMergeEqualsMergePartialSoftmax) {
   const int d = 8;
-  const std::vector<float> s = random_floats(40, 21, 3.0f), v = random_floats(40 * d, 22);
+  const std::vector<float> s = normal_floats(40, 21, 3.0f), v = normal_floats(40 * d, 22);
   // Two halves through online_softmax_add, merged by partial_merge, against the CPU's merge.
   math::Partial a = math::empty_partial(), b = math::empty_partial();
   std::vector<float> acc_a(d, 0.0f), acc_b(d, 0.0f);
@@ -235,7 +235,7 @@ TEST(DeviceMath, PartialMergeEqualsMergePartialSoftmax) {
 
 TEST(DeviceMath, LseMergeWeightsEqualMergeLseParts) {
   const int d = 16;
-  const std::vector<float> oa = random_floats(d, 31), ob = random_floats(d, 32);
+  const std::vector<float> oa = normal_floats(d, 31), ob = normal_floats(d, 32);
   for (auto [la, lb] : {std::pair{1.5f, -0.25f}, {3.0f, 3.0f}, {-INFINITY, 2.0f}, {-INFINITY, -INFINITY}}) {
     std::vector<float> parts;
     parts.insert(parts.end(), oa.begin(), oa.end());
@@ -259,13 +259,13 @@ TEST(DeviceMath, EmulatedSplitAttentionMatchesDenseDecode) {
       const int n_head = 8, n_kv = 2, d = 64;
       mp::KvCache cache({1, n_kv, d, 2048, kv_type});
       for (int64_t p = 0; p < n_tokens; ++p) {
-        const std::vector<float> k = random_floats(size_t(n_kv * d), uint64_t(p) * 2 + 1, 1.5f);
-        const std::vector<float> v = random_floats(size_t(n_kv * d), uint64_t(p) * 2 + 2);
+        const std::vector<float> k = normal_floats(size_t(n_kv * d), uint64_t(p) * 2 + 1, 1.5f);
+        const std::vector<float> v = normal_floats(size_t(n_kv * d), uint64_t(p) * 2 + 2);
         cache.write(0, p, k.data(), v.data());
       }
       cache.set_n_tokens(n_tokens);
       const mp::KvView view = cache.view(0);
-      const std::vector<float> q = random_floats(size_t(n_head * d), 99);
+      const std::vector<float> q = normal_floats(size_t(n_head * d), 99);
       mp::attn::HeadShape shape{1, n_head, n_kv, d, {}, 0};
       std::vector<float> ref(static_cast<size_t>(n_head * d)), got(ref.size());
       mp::attn::dense_decode(view, shape, q.data(), ref.data(), 1);

@@ -46,9 +46,9 @@ struct Cache {
   void grow(int64_t n) {
     for (int64_t p = kv->n_tokens(); p < n; ++p) {
       for (int l = 0; l < kv->shape().n_layer; ++l) {
-        std::vector<float> k = mp::cuda::test::random_floats(size_t(n_kv * d), seed + uint64_t(p) * 64 + uint64_t(l) * 2);
+        std::vector<float> k = mp::test::normal_floats(size_t(n_kv * d), seed + uint64_t(p) * 64 + uint64_t(l) * 2);
         const std::vector<float> v =
-            mp::cuda::test::random_floats(size_t(n_kv * d), seed + uint64_t(p) * 64 + uint64_t(l) * 2 + 1);
+            mp::test::normal_floats(size_t(n_kv * d), seed + uint64_t(p) * 64 + uint64_t(l) * 2 + 1);
         for (size_t i = 0; i < k.size(); ++i) k[i] += float(int(i % 3) - 1);
         kv->write(l, p, k.data(), v.data());
       }
@@ -225,7 +225,7 @@ void expect_emulated_split_equals_attend(int64_t n_prompt, int sinks, int local,
     c.grow(p + 1);
     const mp::KvView kv = c.kv->view(layer);
     if (gpu.w.row_of(p) >= 0) gpu.copy_row(kv, p, gpu.w.row_of(p));
-    const std::vector<float> q = mp::cuda::test::random_floats(qd, seed + 1000 + uint64_t(step), 0.5f);
+    const std::vector<float> q = mp::test::normal_floats(qd, seed + 1000 + uint64_t(step), 0.5f);
     whole->attend(layer, kv, q.data(), ref.data(), 1);
     ExactPart part;
     ASSERT_TRUE(split->exact_part(layer, p + 1, &part));
@@ -297,7 +297,7 @@ TEST(QueryHashing, DeviceCodesEqualTheCpusOnRandomAndRealShapedQueries) {
       const auto p = mp::attn::lsh::make_projection(s.d, s.k, s.l, 42 + s.d);
       const int n_head = 32;
       // Real-shaped: Llama-like query heads, a per-head offset plus noise, some heads scaled small.
-      std::vector<float> q = mp::cuda::test::random_floats(size_t(n_head) * s.d, 7 + s.k);
+      std::vector<float> q = mp::test::normal_floats(size_t(n_head) * s.d, 7 + s.k);
       for (int h = 0; h < n_head; ++h)
         for (int i = 0; i < s.d; ++i) {
           float& x = q[size_t(h) * s.d + i];
@@ -367,7 +367,7 @@ TEST(QueryHashing, DeviceCodesGiveThePolicysOwnSampledPart) {
   std::vector<float> oa(qd), ob(qd), la(n_head), lb(n_head);
   for (int step = 0; step < 5; ++step) {
     c.grow(c.kv->n_tokens() + 1);
-    const std::vector<float> q = mp::cuda::test::random_floats(qd, 50 + uint64_t(step));
+    const std::vector<float> q = mp::test::normal_floats(qd, 50 + uint64_t(step));
     const std::vector<uint16_t> codes = device_codes(h, h.w, q.data(), n_head, h.fused);
     a.attend_sampled(layer, c.kv->view(layer), q.data(), nullptr, oa.data(), la.data(), 1);
     b->attend_sampled(layer, c.kv->view(layer), q.data(), codes.data(), ob.data(), lb.data(), 1);

@@ -1,11 +1,24 @@
 // Helpers shared by tests: temporary files, running commands, locating fixtures.
 #pragma once
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <random>
 #include <string>
+#include <vector>
 
 namespace mp::test {
+
+// n values of N(0, sd^2) from a seeded mt19937_64: the random queries, keys and inputs of the
+// attention and device-kernel tests.
+inline std::vector<float> normal_floats(size_t n, uint64_t seed, float sd = 1.0f) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<float> nd(0.0f, sd);
+  std::vector<float> x(n);
+  for (float& v : x) v = nd(rng);
+  return x;
+}
 
 // A fresh directory under the system temp dir, removed at destruction.
 struct TempDir {
