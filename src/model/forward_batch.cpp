@@ -54,10 +54,8 @@ void validate(const Model& m, std::span<KvCache* const> caches, std::span<attn::
   }
 }
 
-// Attention of every sequence for layer l. With at least as many sequences as threads, each
-// thread takes whole sequences (their policies run single-threaded, no nested teams); otherwise
-// sequences go one after another and each policy splits its heads over all threads. Policies
-// may throw (mp::Error): exceptions must not leave an OpenMP region, so the first is rethrown.
+// Attention of every sequence for layer l (for_each_sequence: whole sequences per thread, or
+// each policy splitting its heads over all threads).
 void attend_all(const Model& m, int l, std::span<KvCache* const> caches,
                 std::span<attn::SequenceAttention* const> policies,
                 const std::vector<int64_t>& pos, BatchScratch& s, int qd, int n_threads) {
@@ -67,21 +65,7 @@ void attend_all(const Model& m, int l, std::span<KvCache* const> caches,
     view.n_tokens = pos[i] + 1;  // this layer already holds the new position
     detail::attend_decode(m, l, view, *policies[i], &s.q[i * qd], &s.att[i * qd], threads);
   };
-  if (n < n_threads) {
-    for (int64_t i = 0; i < n; ++i) one(i, n_threads);
-    return;
-  }
-  std::exception_ptr error;
-#pragma omp parallel for num_threads(n_threads) schedule(dynamic, 1)
-  for (int64_t i = 0; i < n; ++i) {
-    try {
-      one(i, 1);
-    } catch (...) {
-#pragma omp critical(mp_batch_attend_error)
-      if (!error) error = std::current_exception();
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  detail::for_each_sequence(n, n_threads, one);
 }
 
 // Weight bytes per block: small enough to stay in a core's L2 (1-2 MiB on current x86; else

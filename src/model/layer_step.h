@@ -2,6 +2,7 @@
 // (forward_batch.cpp) so both run the same arithmetic in the same order; Gemma 3's additions
 // (QK-norm, per-layer rope, post-norms, GeGLU) are switched on by HParams. Internal header.
 #pragma once
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <exception>
@@ -67,6 +68,30 @@ void for_rows(int64_t n, int n_threads, Fn&& fn) {
       fn(i);
     } catch (...) {
 #pragma omp critical(mp_layer_rows_error)
+      if (!error) error = std::current_exception();
+    }
+  }
+  if (error) std::rethrow_exception(error);
+}
+
+// one(i, threads) for each of n sequences of a decode step: with at least as many sequences as
+// threads, each thread takes whole sequences (one(i, 1): their policies run single-threaded, no
+// nested teams); otherwise sequences go one after another with all threads each. The first
+// exception is rethrown after the loop (it must not leave the OpenMP region).
+template <class Fn>
+void for_each_sequence(int64_t n, int n_threads, Fn&& one) {
+  const int threads = std::max(1, n_threads);
+  if (n < threads) {
+    for (int64_t i = 0; i < n; ++i) one(i, threads);
+    return;
+  }
+  std::exception_ptr error;
+#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
+  for (int64_t i = 0; i < n; ++i) {
+    try {
+      one(i, 1);
+    } catch (...) {
+#pragma omp critical(mp_sequence_error)
       if (!error) error = std::current_exception();
     }
   }

@@ -19,6 +19,7 @@
 #include "engine/sequence.h"
 #include "engine/sequence_step_access.h"
 #include "model/forward.h"
+#include "model/layer_step.h"
 #include "model/model.h"
 
 namespace mp {
@@ -180,7 +181,7 @@ struct CudaDecoder::Impl {
       view.n_tokens = positions[i] + 1;
       A::policy(*seqs[i]).attend(l, view, hq + size_t(i) * qd, hatt + size_t(i) * qd, threads);
     };
-    for_each_sequence(n, one);
+    detail::for_each_sequence(n, opt.n_threads, one);
     copy_to_device_async(att.data(), h_att.data(), size_t(n) * qd * sizeof(float), s);
   }
 
@@ -235,7 +236,7 @@ struct CudaDecoder::Impl {
         std::fill(hlse + size_t(i) * H, hlse + size_t(i + 1) * H, 0.0f);
       }
     };
-    for_each_sequence(n, one);
+    detail::for_each_sequence(n, opt.n_threads, one);
     if (max_rows == 0) {  // nothing exact on the GPU: the CPU's outputs are the layer's
       copy_to_device_async(att.data(), h_att.data(), size_t(n) * qd * sizeof(float), s);
       return;
@@ -244,28 +245,6 @@ struct CudaDecoder::Impl {
     copy_to_device_async(lse_cpu.data(), h_lse.data(), size_t(n) * H * sizeof(float), s);
     lse_merge_pair(att.as<float>(), lse_exact.as<float>(), cpu_att.as<float>(), lse_cpu.as<float>(), n * H,
                    hp.head_dim, s);
-  }
-
-  // one(i, threads) for every sequence of the batch: sequences in parallel when there are at
-  // least as many as threads, else one after another with all threads each.
-  template <class F>
-  void for_each_sequence(int n, F&& one) {
-    const int threads = std::max(1, opt.n_threads);
-    if (n < threads) {
-      for (int i = 0; i < n; ++i) one(i, threads);
-      return;
-    }
-    std::exception_ptr error;
-#pragma omp parallel for num_threads(threads) schedule(dynamic, 1)
-    for (int i = 0; i < n; ++i) {
-      try {
-        one(i, 1);
-      } catch (...) {
-#pragma omp critical(mp_cuda_attend_error)
-        if (!error) error = std::current_exception();
-      }
-    }
-    if (error) std::rethrow_exception(error);
   }
 
   // next == nullptr: the logits cross to the host and each sequence records them; otherwise
