@@ -12,18 +12,19 @@
 #include "engine/sequence.h"
 #include "eval/ruler_records.h"
 #include "eval/ruler_score.h"
+#include "model/forward.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mp::eval::ruler {
 
 namespace detail {
-// Instruct models in their chat template often set the answer on its own line after the
-// answer prefix, and a list answer one item per line: there a turn ends only once it holds
-// text, and a list answer at the end-of-turn token or the answer-token limit.
+// In the chat template a turn ends as RULER's does, at the end-of-turn token or the answer
+// room, never at a line break: instruct models often set the answer on its own line, restate
+// the question on one line before it, and write a list one item per line. Multi-query turns
+// still end at a '.', once the turn holds text (the next query follows it).
 bool turn_ends(const TaskSpec& spec, const std::string& piece, const std::string& text, bool chat) {
   if (chat && text.find_first_not_of(" \t\r\n") == std::string::npos) return false;
-  const bool at_newline = spec.stop_at_newline && !(chat && spec.list_answer);
-  return (at_newline && piece.find('\n') != std::string::npos) ||
+  return (spec.stop_at_newline && !chat && piece.find('\n') != std::string::npos) ||
          (spec.stop_at_period && piece.find('.') != std::string::npos);
 }
 }  // namespace detail
@@ -105,7 +106,7 @@ void validate(const Model& model, const RunOptions& opt) {
                         " tokens (" + (opt.n_ctx > 0 ? "raise -c" : "the model's training context; raise -c") +
                         " or lower --lengths)");
   }
-  const attn::HeadShape shape{model.hp.n_layer, model.hp.n_head, model.hp.n_kv_head, model.hp.head_dim};
+  const attn::HeadShape shape = head_shape(model.hp);
   for (const PolicySpec& p : opt.policies) {
     try {
       p.config.validate(shape);

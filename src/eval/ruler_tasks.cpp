@@ -12,14 +12,14 @@ namespace mp::eval::ruler {
 const std::vector<TaskSpec>& task_specs() {
   // Answer room: a 7-digit number is up to 8 tokens with split digits, a uuid ~36.
   static const std::vector<TaskSpec> specs = {
-      {"niah_single_1", 12, true, false, "noise haystack, word key -> 7-digit number"},
-      {"niah_single_2", 12, true, false, "natural-text haystack, word -> number"},
-      {"niah_single_3", 50, true, false, "natural-text haystack, word -> uuid"},
-      {"niah_multikey_1", 12, true, false, "natural text, 1 asked needle + 3 distractor needles"},
-      {"niah_multikey_2", 12, true, false, "haystack made of needles, word -> number"},
-      {"niah_multikey_3", 50, true, false, "haystack made of uuid -> uuid needles"},
-      {"niah_multivalue", 50, true, false, "one key with 4 numbers, all asked", true},
-      {"niah_multiquery", 12, true, true, "4 keys, asked one after another (4 turns)"},
+      {"niah_single_1", 12, true, false, "noise haystack, word key -> 7-digit number", false, 128},
+      {"niah_single_2", 12, true, false, "natural-text haystack, word -> number", false, 128},
+      {"niah_single_3", 50, true, false, "natural-text haystack, word -> uuid", false, 128},
+      {"niah_multikey_1", 12, true, false, "natural text, 1 asked needle + 3 distractor needles", false, 128},
+      {"niah_multikey_2", 12, true, false, "haystack made of needles, word -> number", false, 128},
+      {"niah_multikey_3", 50, true, false, "haystack made of uuid -> uuid needles", false, 128},
+      {"niah_multivalue", 50, true, false, "one key with 4 numbers, all asked", true, 128},
+      {"niah_multiquery", 12, true, true, "4 keys, asked one after another (4 turns)", false, 128},
       {"vt", 40, true, false, "variable tracking: a chain of 5 variables in noise", true},
       {"cwe", 120, false, false, "common words extraction: the 10 most common words of a list", true},
       {"fwe", 50, true, false, "frequent words extraction: the 3 most frequent coded words", true},
@@ -146,7 +146,8 @@ Sample generate_sample(const std::string& task, int64_t length, int index, uint6
         "RULER depth grid must be 0 (seeded depths) or 2..1000, got " + std::to_string(depth_grid));
   const double asked_depth = depth_grid ? double(index % depth_grid) / double(depth_grid - 1) : -1.0;
   check(length >= 1, "RULER length must be positive, got " + std::to_string(length));
-  const int max_new = max_new_override > 0 ? max_new_override : spec.max_new;
+  const int task_room = chat && spec.chat_max_new > 0 ? spec.chat_max_new : spec.max_new;
+  const int max_new = max_new_override > 0 ? max_new_override : task_room;
   const uint64_t seed = sample_seed(run_seed, task, length, index);
   auto fits = [&](const Fitted& f) { return f.total <= length; };
   detail::Builder build;

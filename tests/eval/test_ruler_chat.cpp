@@ -60,7 +60,9 @@ TEST(RulerChat, PlainWrapKeepsNeedlesHaystackAndAnswerPrefixInPlace) {
   const std::string open = "<U>", close = "</U>\n<A>\n";
   const ChatWrap wrap = [&](const std::string& user) { return open + user + close; };
   for (const char* task : {"niah_single_2", "niah_multikey_1", "niah_multiquery", "vt", "cwe", "fwe"}) {
-    const Sample c = generate_sample(task, 1200, 0, 3, tok, test::ruler_resources(), 0, 0, wrap);
+    // The same answer room in both (a chat niah prompt gets RULER's larger one by default).
+    const int room = task_spec(task).max_new;
+    const Sample c = generate_sample(task, 1200, 0, 3, tok, test::ruler_resources(), room, 0, wrap);
     const Sample b = generate_sample(task, 1200, 0, 3, tok, test::ruler_resources());
     EXPECT_TRUE(c.chat);
     EXPECT_FALSE(b.chat);
@@ -156,31 +158,50 @@ TEST(RulerChat, SmolLM2PromptHasItsTemplateMarkersInOrder) {
   }
 }
 
-TEST(RulerChat, LeadingLineBreakEndsNoChatTurn) {
+TEST(RulerChat, LineBreaksEndNoChatTurn) {
   const TaskSpec& niah = task_spec("niah_single_2");
   const TaskSpec& cwe = task_spec("cwe");
   const TaskSpec& multiquery = task_spec("niah_multiquery");
   // Bare prompts: a newline ends the turn wherever it comes (as RULER's stop at "\n").
   EXPECT_TRUE(detail::turn_ends(niah, "\n", "", false));
   EXPECT_TRUE(detail::turn_ends(niah, "\n", " 1234567", false));
-  // Chat prompts: the answer may start on its own line.
+  // Chat prompts: the answer may start on its own line, follow a restated question on the line
+  // before it, or be a list with a line per item; only the end-of-turn token or the room end it.
   EXPECT_FALSE(detail::turn_ends(niah, "\n", "", true));
   EXPECT_FALSE(detail::turn_ends(niah, "\n\n", " \n", true));
-  EXPECT_TRUE(detail::turn_ends(niah, "\n", "\n1234567", true));
+  EXPECT_FALSE(detail::turn_ends(niah, "\n", "The special magic number for defence is:", true));
+  EXPECT_FALSE(detail::turn_ends(niah, "\n", "\n1234567", true));
   EXPECT_FALSE(detail::turn_ends(niah, "123", "\n", true));
-  // List answers (cwe, fwe, vt, multi-value): in chat a line per item, so lines never end them;
-  // in the bare format fwe, vt and multi-value stop at a newline (cwe never does).
+  EXPECT_FALSE(detail::turn_ends(task_spec("niah_multikey_1"), "\n", "\n\n1234567.", true));
+  // List answers: in the bare format fwe, vt and multi-value stop at a newline (cwe never does).
   EXPECT_FALSE(detail::turn_ends(cwe, "\n", "apple", true));
   EXPECT_FALSE(detail::turn_ends(cwe, "\n", "apple", false));
   for (const char* list : {"fwe", "vt", "niah_multivalue"}) {
     EXPECT_FALSE(detail::turn_ends(task_spec(list), "\n", "- abc", true)) << list;
     EXPECT_TRUE(detail::turn_ends(task_spec(list), "\n", " abc", false)) << list;
   }
-  EXPECT_TRUE(detail::turn_ends(task_spec("niah_multikey_1"), "\n", "\n\n1234567.", true));
-  // Multi-query turns end at '.'.
+  // Multi-query turns end at '.', in chat once the turn holds text.
   EXPECT_FALSE(detail::turn_ends(multiquery, ".", "", true));
   EXPECT_TRUE(detail::turn_ends(multiquery, ".", " 7", true));
   EXPECT_TRUE(detail::turn_ends(multiquery, ".", "", false));
+}
+
+TEST(RulerChat, NiahGetsRulersAnswerRoomInTheChatTemplate) {
+  const Tokenizer& tok = bytes_tokenizer();
+  const ChatWrap wrap = [](const std::string& user) { return "<U>" + user + "</U>\n<A>\n"; };
+  auto sample = [&](const char* task, int max_new, const ChatWrap& chat) {
+    return generate_sample(task, 2000, 0, 3, tok, test::ruler_resources(), max_new, 0, chat);
+  };
+  for (const char* task : {"niah_single_1", "niah_multikey_2", "niah_multivalue", "niah_multiquery"}) {
+    EXPECT_EQ(sample(task, 0, {}).max_new, task_spec(task).max_new) << task;
+    const Sample chat = sample(task, 0, wrap);
+    EXPECT_EQ(chat.max_new, 128) << task;
+    EXPECT_LE(chat.budget_tokens(), 2000) << task;
+  }
+  // The other list tasks keep their own room; --max-new replaces either.
+  EXPECT_EQ(sample("fwe", 0, wrap).max_new, 50);
+  EXPECT_EQ(sample("vt", 0, wrap).max_new, 40);
+  EXPECT_EQ(sample("niah_single_1", 30, wrap).max_new, 30);
 }
 
 std::vector<nlohmann::json> records(const std::string& path) {

@@ -104,7 +104,9 @@ TEST(RulerGenerator, NeedlesSitAtTheirDepthAndAnswerTheQuestion) {
         EXPECT_GE(d, 0.0) << task;
         EXPECT_LE(d, 1.0) << task;
       }
-      if (s.needles.size() == 1) EXPECT_NEAR(depths[0], s.needles[0].depth, 0.1) << task << " sample " << i;
+      if (s.needles.size() == 1) {
+        EXPECT_NEAR(depths[0], s.needles[0].depth, 0.1) << task << " sample " << i;
+      }
       for (const Needle& n : s.needles) {
         ASSERT_EQ(s.prompt.compare(n.offset, n.text.size(), n.text), 0) << task;
         ASSERT_GE(n.offset, s.haystack_begin);
