@@ -63,9 +63,8 @@ std::string summarize(const RunOptions& opt);
 
 namespace detail {
 // Whether a generated piece ends the answer turn whose text so far (without piece) is `text`:
-// a newline (tasks that stop there) or a '.' (multi-query). In a chat prompt (`chat`) not
-// before the turn holds non-whitespace text, and a newline never ends a list answer
-// (TaskSpec::list_answer).
+// a newline (tasks that stop there, bare prompts only) or a '.' (multi-query; in a chat prompt
+// once the turn holds non-whitespace text). The end-of-turn token and the room end every turn.
 bool turn_ends(const TaskSpec& spec, const std::string& piece, const std::string& text, bool chat);
 }  // namespace detail
 

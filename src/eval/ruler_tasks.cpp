@@ -225,4 +225,11 @@ Sample generate_sample(const std::string& task, int64_t length, int index, uint6
   return s;
 }
 
+size_t asked_needle(const Sample& s) {
+  check(!s.references.empty() && !s.references[0].empty(), "sample has no reference answer");
+  for (size_t i = 0; i < s.needles.size(); ++i)
+    if (s.needles[i].text.find(s.references[0][0]) != std::string::npos) return i;
+  throw Error("no needle of the " + s.task + " sample holds its answer '" + s.references[0][0] + "'");
+}
+
 }  // namespace mp::eval::ruler

@@ -84,6 +84,10 @@ struct Sample {
 // depth, which the records report; Needle::depth is the requested one.
 std::vector<double> needle_depths(const Sample& s);
 
+// Index in s.needles of the needle the first turn asks for: the one holding its first
+// reference value (a multi-key prompt also holds distractors). Throws when none does.
+size_t asked_needle(const Sample& s);
+
 // Seed of one sample: a pure function of the run seed and (task, length, index), so a sample
 // is the same whichever other tasks, lengths or samples a run contains.
 uint64_t sample_seed(uint64_t run_seed, const std::string& task, int64_t length, int index);

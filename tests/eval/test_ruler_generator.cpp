@@ -142,10 +142,14 @@ TEST(RulerGenerator, DepthGridPutsTheAskedNeedleFromStartToEnd) {
     for (int i = 0; i < 12; ++i) {
       const Sample s = generate_sample(task, 1500, i, 9, tok, test::ruler_resources(), 0, 4);
       const double want = double(i % 4) / 3.0;  // 0, 1/3, 2/3, 1
-      const std::string asked = s.references[0][0];
-      const auto n = std::find_if(s.needles.begin(), s.needles.end(),
-                                  [&](const Needle& x) { return x.text.find(asked) != std::string::npos; });
-      ASSERT_NE(n, s.needles.end()) << task;
+      const auto n = s.needles.begin() + ptrdiff_t(asked_needle(s));
+      EXPECT_NE(n->text.find(s.references[0][0]), std::string::npos) << task;
+      // the question names the asked needle's key, and only that needle holds the answer
+      const std::string key = n->text.substr(0, n->text.find(" is: "));
+      EXPECT_NE(s.prompt.find(key.substr(key.rfind(' ') + 1) + " mentioned"), std::string::npos) << task;
+      for (const Needle& other : s.needles) {
+        if (&other != &*n) EXPECT_EQ(other.text.find(s.references[0][0]), std::string::npos) << task;
+      }
       EXPECT_DOUBLE_EQ(n->depth, want) << task << " sample " << i;
       const double at = double(n->offset - s.haystack_begin) / double(s.haystack_end - s.haystack_begin);
       EXPECT_NEAR(at, want, 0.1) << task << " sample " << i;

@@ -22,6 +22,7 @@
 #include "eval/ruler_tasks.h"
 #include "model/forward.h"
 #include "model/model.h"
+#include "tokenizer/tokenizer.h"
 
 using namespace mp;
 
@@ -35,13 +36,16 @@ struct Options {
   bool trace = true;
   uint64_t seed = 42;
   bool attribute = true;
+  bool chat = false;
 };
 
 [[noreturn]] void usage() {
   std::fputs(
       "usage: needle-trace --out DIR [-m MODEL] [--task niah_single_2] [--length 4096] [--seed 42]\n"
       "       [--first 0] [--count 20] [--haystack FILE] [--attn magicpig:K=10:L=150[:seed=..]] [-t 2]\n"
-      "       [--no-attribution] [--no-trace] [--seeds N]\n",
+      "       [--no-attribution] [--no-trace] [--seeds N] [--chat]\n"
+      "A task with several needles (niah_multikey_*) watches the asked one; --chat asks in the\n"
+      "model's chat template and ends answers as `magicpig eval ruler --chat` does.\n",
       stderr);
   std::exit(2);
 }
@@ -67,6 +71,7 @@ Options parse(int argc, char** argv) {
     else if (a == "--no-attribution") o.attribute = false;
     else if (a == "--no-trace") o.trace = false;
     else if (a == "--seeds") o.seeds = std::stoi(val());
+    else if (a == "--chat") o.chat = true;
     else usage();
   }
   if (o.out.empty()) usage();
@@ -92,14 +97,19 @@ std::vector<int64_t> tokens_over(const Tokenizer& tok, const std::vector<int32_t
   return out;
 }
 
-// Greedy answer of one fork, stopping like the RULER runner (end of generation, newline, cap).
-std::vector<int32_t> greedy(Sequence& seq, const Tokenizer& tok, int max_new) {
+// Greedy answer of one fork, ending the turn as the RULER runner does.
+std::vector<int32_t> greedy(Sequence& seq, const Tokenizer& tok, const eval::ruler::Sample& s) {
+  const eval::ruler::TaskSpec& spec = eval::ruler::task_spec(s.task);
   std::vector<int32_t> out;
-  for (int i = 0; i < max_new; ++i) {
+  std::string text;
+  for (int i = 0; i < s.max_new; ++i) {
     const int32_t t = argmax(seq.logits());
     if (tok.is_eog(t)) break;
     out.push_back(t);
-    if (tok.token_to_piece(t).find('\n') != std::string::npos || i + 1 == max_new) break;
+    const std::string piece = tok.token_to_piece(t);
+    const bool ends = eval::ruler::detail::turn_ends(spec, piece, text, s.chat);
+    text += piece;
+    if (ends || i + 1 == s.max_new) break;
     seq.step(t);
   }
   return out;
@@ -160,11 +170,18 @@ int main(int argc, char** argv) try {
   std::ofstream fa = open("attribution.csv", "sample,step,exact_layer,exact_head,recovers,margin");
   std::ofstream fseed = open("seeds.csv", "sample,lsh_seed,dense_score,answer,score");
 
+  eval::ruler::ChatWrap chat;
+  if (o.chat)
+    chat = [&model](const std::string& user) {
+      return apply_chat_template(model->file, model->tokenizer, {{"user", user}}, /*add_assistant_prefix=*/true);
+    };
   for (int i = o.first; i < o.first + o.count; ++i) {
-    const eval::ruler::Sample s = eval::ruler::generate_sample(o.task, o.length, i, o.seed, tok, res);
-    check(s.needles.size() == 1 && s.turns() == 1, "needle-trace: the task must have one needle and one turn");
+    const eval::ruler::Sample s = eval::ruler::generate_sample(o.task, o.length, i, o.seed, tok, res, 0, 0, chat);
+    check(s.turns() == 1 && s.references[0].size() == 1 && !s.needles.empty(),
+          "needle-trace: the task must ask for one value in one turn");
+    const size_t asked = eval::ruler::asked_needle(s);
     size_t at = 0;
-    const std::vector<int64_t> watch = tokens_over(tok, s.prompt_tokens, s.needles[0].text, &at);
+    const std::vector<int64_t> watch = tokens_over(tok, s.prompt_tokens, s.needles[asked].text, &at);
     SequenceOptions so;
     so.n_threads = o.threads;
     Sequence base(*model, so);
@@ -173,9 +190,9 @@ int main(int argc, char** argv) try {
     attn::Config dense;
     dense.name = "dense";
     std::unique_ptr<Sequence> dseq = base.fork(dense);
-    const std::vector<int32_t> dans = greedy(*dseq, tok, s.max_new);
+    const std::vector<int32_t> dans = greedy(*dseq, tok, s);
     std::unique_ptr<Sequence> mseq = base.fork(mpcfg);
-    const std::vector<int32_t> mans = greedy(*mseq, tok, s.max_new);
+    const std::vector<int32_t> mans = greedy(*mseq, tok, s);
     const std::string dtext = text_of(tok, dans), mtext = text_of(tok, mans);
     const double dscore = eval::ruler::string_match_all(eval::ruler::postprocess_prediction(dtext), s.references[0]);
     const double mscore = eval::ruler::string_match_all(eval::ruler::postprocess_prediction(mtext), s.references[0]);
@@ -184,7 +201,7 @@ int main(int argc, char** argv) try {
       attn::Config c = mpcfg;
       c.lsh_seed = uint64_t(seed);
       std::unique_ptr<Sequence> f = base.fork(c);
-      const std::string t = text_of(tok, greedy(*f, tok, s.max_new));
+      const std::string t = text_of(tok, greedy(*f, tok, s));
       fseed << i << ',' << seed << ',' << dscore << ',' << csv_text(t) << ','
             << eval::ruler::string_match_all(eval::ruler::postprocess_prediction(t), s.references[0]) << '\n';
     }
@@ -247,7 +264,7 @@ int main(int argc, char** argv) try {
       break;
     }
     fs << i << ',' << s.prompt_tokens.size() << ',' << watch.front() << ',' << watch.back() << ','
-       << eval::ruler::needle_depths(s)[0] << ',' << s.references[0][0] << ',' << csv_text(dtext) << ',' << dscore << ','
+       << eval::ruler::needle_depths(s)[asked] << ',' << s.references[0][0] << ',' << csv_text(dtext) << ',' << dscore << ','
        << csv_text(mtext) << ',' << mscore << ',' << diverge << ',' << dm << ',' << mm << ','
        << csv_text(want >= 0 ? tok.token_to_piece(want) : "") << ',' << csv_text(got >= 0 ? tok.token_to_piece(got) : "")
        << '\n';
