@@ -9,8 +9,13 @@
 #   ppl-qwen    the same on Qwen2.5-Coder-0.5B-Instruct, 4k (QWEN_CTX="4096 8192" for more)
 #   ppl-kjv     SmolLM2 on the King James Bible at 4k
 #   ruler-smol  RULER niah_single_2 + niah_multikey_1, SmolLM2, 2k, 25 samples
-#   ruler-smol-chat  RULER in SmolLM2's chat template (--chat), 4k, RULER_CHAT_TASKS (default
-#               niah_multikey_1,fwe,niah_single_2,cwe), 25 samples, budgets from a calibration run
+#   ruler-smol-chat  RULER in SmolLM2's chat template (--chat), 4k, all 11 tasks (or
+#               RULER_CHAT_TASKS), 25 samples, budgets from a calibration run on another seed
+#   ruler-qwen-chat  the same on Qwen2.5-Coder-0.5B at 4k, six tasks
+#   ruler-gemma-chat the same on Gemma 3 270M at 8k, niah_single_1
+#   remedy-kjv  more exact layers against more keys (SmolLM2, KL on KJV 4k)
+#   remedy-qwen the same on Qwen's RULER niah_single_1 / niah_multikey_1
+#   trace       needle-trace on the prompts MagicPIG (10,150) misses and dense answers
 #   aerr-smol   attention error per layer/head vs cost, SmolLM2 at 4k, plots
 #
 # Every perplexity cell runs twice: pass 1 measures what the MagicPIG configurations read on
@@ -32,6 +37,7 @@ PY=/usr/bin/python3   # Debian's, which has matplotlib
 export MAGICPIG_EVAL_DATA=${MAGICPIG_EVAL_DATA:-$ROOT/eval/data}
 SMOL=$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf
 QWEN=$CACHE/models/qwen2.5-coder-0.5b-instruct-awq-q4_k_m.gguf
+GEMMA=$CACHE/models/gemma-3-270m-q4_k_m.gguf
 mkdir -p "$OUT/txt" "$OUT/ppl" "$OUT/ruler" "$OUT/aerr"
 # The first 60,000 bytes are enough for 14.5k SmolLM2 / 16.5k Qwen tokens; the eval takes the
 # first -c tokens of the file.
@@ -124,15 +130,69 @@ print(",".join(["dense", "magicpig:K=10:L=150", "magicpig:K=8:L=75", "topk:budge
 EOF
 }
 
-stage_ruler_smol_chat() {
-  local tasks=${RULER_CHAT_TASKS:-niah_multikey_1,fwe,niah_single_2,cwe}
-  run "$BIN" eval ruler -m "$SMOL" -t "$T" --chat --out "$OUT/ruler/calib_4k_chat" --lengths 4096 --samples 2 \
-    --tasks $tasks --dense-layers 0,15 -q --attn dense,magicpig:K=10:L=150,magicpig:K=8:L=75,quest:budget=0.02
-  "$PY" "$ROOT/scripts/quality_ruler_wilson.py" "$OUT/ruler/calib_4k_chat"
-  local list=${RULER_CHAT_ATTN:-$(ruler_matched_list "$OUT/ruler/calib_4k_chat")}
-  run "$BIN" eval ruler -m "$SMOL" -t "$T" --chat --out "$OUT/ruler/smol_4k_chat" --lengths 4096 --samples 25 \
-    --tasks $tasks --dense-layers 0,15 -q --attn "$list"
-  "$PY" "$ROOT/scripts/quality_ruler_wilson.py" "$OUT/ruler/smol_4k_chat"
+# One RULER cell in the model's chat template: a 2-sample calibration on seed 7 (not the
+# evaluation seed) measures MagicPIG's cost and Quest's overhead, then 25 samples per task on
+# seed 42 with every policy at that measured cost, one folder per task.
+#   ruler_chat_cell MODEL TAG LENGTH DENSE_LAYERS("": the policy's) TASKS [EXTRA_POLICIES]
+ruler_chat_cell() {
+  local m=$1 tag=$2 len=$3 dl=$4 tasks=$5 extra=${6:-} calib="$OUT/ruler/${2}_calib"
+  run "$BIN" eval ruler -m "$m" -t "$T" --chat --out "$calib" --lengths "$len" --samples 2 --seed 7 \
+    --tasks niah_single_1,niah_multikey_1,fwe ${dl:+--dense-layers "$dl"} -q \
+    --attn dense,magicpig:K=10:L=150,magicpig:K=8:L=75,quest:budget=0.02
+  local list task
+  list=$(ruler_matched_list "$calib")${extra:+,$extra}
+  for task in ${tasks//,/ }; do
+    run "$BIN" eval ruler -m "$m" -t "$T" --chat --out "$OUT/ruler/${tag}_$task" --lengths "$len" --samples 25 \
+      --seed 42 --tasks "$task" ${dl:+--dense-layers "$dl"} -q --attn "$list"
+  done
+  "$PY" "$ROOT/scripts/quality_ruler_wilson.py" "$OUT/ruler/${tag}"_[a-z]*[a-z0-9]
+  "$PY" "$ROOT/scripts/quality_ruler_first_answer.py" "$OUT/ruler/${tag}"_niah_*
+}
+
+ALL_TASKS=niah_single_1,niah_single_2,niah_single_3,niah_multikey_1,niah_multikey_2,niah_multikey_3,niah_multivalue,niah_multiquery,vt,cwe,fwe
+stage_ruler_smol_chat() { ruler_chat_cell "$SMOL" smol_4k_chat 4096 0,15 "${RULER_CHAT_TASKS:-$ALL_TASKS}"; }
+stage_ruler_qwen_chat() {
+  ruler_chat_cell "$QWEN" qwen_4k_chat 4096 0,12 "${RULER_CHAT_TASKS:-niah_single_1,niah_multikey_1,fwe,niah_multikey_2,cwe,vt}"
+}
+# Gemma 3's policies act on its 3 global layers only (the 15 sliding-window layers are exact).
+stage_ruler_gemma_chat() {
+  ruler_chat_cell "$GEMMA" gemma_8k_chat 8192 "" "${RULER_CHAT_TASKS:-niah_single_1}" "magicpig:K=10:L=150:dense_layers=11"
+}
+
+# The paper's remedies, chosen on Austen (the tuning text: per-layer attention error) and
+# measured elsewhere: KL on the King James Bible (SmolLM2), RULER on Qwen.
+stage_remedy_kjv() {
+  local txt="$OUT/txt/kjv_60k.txt" o="$OUT/ppl/remedy_kjv"
+  run "$BIN" eval perplexity -m "$SMOL" -f "$txt" -c 4096 --n-eval 256 -t "$T" --dense-layers 0,7,15,23 \
+    --attn dense,magicpig:K=10:L=150,magicpig:K=8:L=75 --out "${o}_A.json"
+  run "$BIN" eval perplexity -m "$SMOL" -f "$txt" -c 4096 --n-eval 256 -t "$T" --dense-layers 0,7,15,20,23,24 \
+    --attn dense,magicpig:K=10:L=150 --out "${o}_B.json"
+  run "$BIN" eval perplexity -m "$SMOL" -f "$txt" -c 4096 --n-eval 256 -t "$T" --dense-layers 0,15 --out "${o}_C.json" \
+    --attn dense,magicpig:K=10:L=150,magicpig:K=8:L=75,magicpig:K=9:L=150,magicpig:K=8:L=150,magicpig:K=7:L=75,topk:budget=0.1234,topk:budget=0.1586,topk:budget=0.1916
+}
+stage_remedy_qwen() {
+  run "$BIN" eval attention-error -m "$QWEN" -f "$OUT/txt/austen_60k.txt" --n-prompt 4032 --steps 16 -t "$T" \
+    --dense-layers 0,12 --attn magicpig:K=10:L=150 --out "$OUT/aerr/qwen_4k"
+  local task
+  for task in niah_single_1 niah_multikey_1; do
+    run "$BIN" eval ruler -m "$QWEN" -t "$T" --chat --out "$OUT/ruler/qwen_remedy_$task" --lengths 4096 --samples 25 \
+      --seed 42 --tasks $task --dense-layers 0,12 -q \
+      --attn dense,magicpig:K=10:L=150:dense_layers=0/12/16/22,magicpig:K=9:L=150,magicpig:K=8:L=150
+  done
+}
+# needle-trace on the prompts where dense is right and MagicPIG (10,150) wrong.
+stage_trace() {
+  local nt=${NEEDLE_TRACE:-$(dirname "$BIN")/needle-trace} i
+  for i in 1 10 14 24; do
+    run "$nt" -m "$QWEN" --chat --task niah_single_1 --length 4096 --seed 42 --first $i --count 1 \
+      --attn magicpig:K=10:L=150:dense_layers=0/12 -t "$T" --out "$OUT/trace/qwen_s$i"
+  done
+  for i in 0 17 20; do
+    run "$nt" -m "$SMOL" --chat --task niah_multikey_1 --length 4096 --seed 42 --first $i --count 1 \
+      --attn magicpig:K=10:L=150:dense_layers=0/15 -t "$T" --out "$OUT/trace/smol_s$i"
+  done
+  "$PY" "$ROOT/tools/needle_trace/summary.py" "$OUT"/trace/qwen_s*
+  "$PY" "$ROOT/tools/needle_trace/summary.py" "$OUT"/trace/smol_s*
 }
 
 stage_aerr_smol() {
