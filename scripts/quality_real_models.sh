@@ -191,7 +191,12 @@ stage_trace() {
     run "$nt" -m "$SMOL" --chat --task niah_multikey_1 --length 4096 --seed 42 --first $i --count 1 \
       --attn magicpig:K=10:L=150:dense_layers=0/15 -t "$T" --out "$OUT/trace/smol_s$i"
   done
+  for i in 0 1; do
+    run "$nt" -m "$GEMMA" --chat --task niah_single_1 --length 8192 --seed 42 --first $i --count 1 \
+      --attn magicpig:K=10:L=150 -t "$T" --out "$OUT/trace/gemma_s$i"
+  done
   "$PY" "$ROOT/tools/needle_trace/summary.py" "$OUT"/trace/qwen_s*
+  "$PY" "$ROOT/tools/needle_trace/summary.py" "$OUT"/trace/gemma_s*
   "$PY" "$ROOT/tools/needle_trace/summary.py" "$OUT"/trace/smol_s*
 }
 
