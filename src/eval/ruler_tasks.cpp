@@ -12,17 +12,17 @@ namespace mp::eval::ruler {
 const std::vector<TaskSpec>& task_specs() {
   // Answer room: a 7-digit number is up to 8 tokens with split digits, a uuid ~36.
   static const std::vector<TaskSpec> specs = {
-      {"niah_single_1", 12, true, false, "noise haystack, word key -> 7-digit number", false, 128},
-      {"niah_single_2", 12, true, false, "natural-text haystack, word -> number", false, 128},
-      {"niah_single_3", 50, true, false, "natural-text haystack, word -> uuid", false, 128},
-      {"niah_multikey_1", 12, true, false, "natural text, 1 asked needle + 3 distractor needles", false, 128},
-      {"niah_multikey_2", 12, true, false, "haystack made of needles, word -> number", false, 128},
-      {"niah_multikey_3", 50, true, false, "haystack made of uuid -> uuid needles", false, 128},
-      {"niah_multivalue", 50, true, false, "one key with 4 numbers, all asked", true, 128},
-      {"niah_multiquery", 12, true, true, "4 keys, asked one after another (4 turns)", false, 128},
-      {"vt", 40, true, false, "variable tracking: a chain of 5 variables in noise", true},
-      {"cwe", 120, false, false, "common words extraction: the 10 most common words of a list", true},
-      {"fwe", 50, true, false, "frequent words extraction: the 3 most frequent coded words", true},
+      {"niah_single_1", 12, true, false, "noise haystack, word key -> 7-digit number", 128},
+      {"niah_single_2", 12, true, false, "natural-text haystack, word -> number", 128},
+      {"niah_single_3", 50, true, false, "natural-text haystack, word -> uuid", 128},
+      {"niah_multikey_1", 12, true, false, "natural text, 1 asked needle + 3 distractor needles", 128},
+      {"niah_multikey_2", 12, true, false, "haystack made of needles, word -> number", 128},
+      {"niah_multikey_3", 50, true, false, "haystack made of uuid -> uuid needles", 128},
+      {"niah_multivalue", 50, true, false, "one key with 4 numbers, all asked", 128},
+      {"niah_multiquery", 12, true, true, "4 keys, asked one after another (4 turns)", 128},
+      {"vt", 40, true, false, "variable tracking: a chain of 5 variables in noise"},
+      {"cwe", 120, false, false, "common words extraction: the 10 most common words of a list"},
+      {"fwe", 50, true, false, "frequent words extraction: the 3 most frequent coded words"},
   };
   return specs;
 }

@@ -37,7 +37,6 @@ struct TaskSpec {
   bool stop_at_newline = true;  // end a turn at a generated newline
   bool stop_at_period = false;  // end a turn at a generated '.' (multi-query turns: " 1234567.")
   std::string description;
-  bool list_answer = false;     // several items asked: a chat model may write one per line
   // Answer room in the chat template (0: max_new). RULER's own room for the niah tasks: an
   // instruct model often restates the question before the number.
   int chat_max_new = 0;
