@@ -118,16 +118,17 @@ void validate(const Model& model, const RunOptions& opt) {
 
 }  // namespace
 
+ChatWrap chat_wrap(const Model& model) {
+  return [&model](const std::string& user) {
+    return apply_chat_template(model.file, model.tokenizer, {{"user", user}}, /*add_assistant_prefix=*/true);
+  };
+}
+
 RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& opt, const Progress& progress) {
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();
   validate(model, opt);
-  // The chat formatter of `magicpig run --chat`, one user message, the assistant turn opened.
-  ChatWrap chat;
-  if (opt.chat)
-    chat = [&model](const std::string& user) {
-      return apply_chat_template(model.file, model.tokenizer, {{"user", user}}, /*add_assistant_prefix=*/true);
-    };
+  const ChatWrap chat = opt.chat ? chat_wrap(model) : ChatWrap{};
   auto sample = [&](const std::string& task, int64_t L, int i) {
     return generate_sample(task, L, i, opt.seed, model.tokenizer, res, opt.max_new, opt.depth_grid, chat);
   };

@@ -56,6 +56,10 @@ using Progress = std::function<void(int64_t done, int64_t total)>;
 // model, seed, data files, answer cap, KV type or the parameters of a policy label.
 RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& opt, const Progress& progress = {});
 
+// The model's chat formatter for a RULER prompt (that of `magicpig run --chat`): one user
+// message, the assistant turn opened. Refers to `model`, which must outlive it.
+ChatWrap chat_wrap(const Model& model);
+
 // Markdown table of the records in out_dir/predictions.jsonl that belong to the options' grid:
 // rows task x length, columns policies, mean score (count when short of `samples`), then the
 // average row(s) and each policy's mean cost (fraction of prompt keys read).

@@ -22,7 +22,6 @@
 #include "eval/ruler_tasks.h"
 #include "model/forward.h"
 #include "model/model.h"
-#include "tokenizer/tokenizer.h"
 
 using namespace mp;
 
@@ -170,11 +169,7 @@ int main(int argc, char** argv) try {
   std::ofstream fa = open("attribution.csv", "sample,step,exact_layer,exact_head,recovers,margin");
   std::ofstream fseed = open("seeds.csv", "sample,lsh_seed,dense_score,answer,score");
 
-  eval::ruler::ChatWrap chat;
-  if (o.chat)
-    chat = [&model](const std::string& user) {
-      return apply_chat_template(model->file, model->tokenizer, {{"user", user}}, /*add_assistant_prefix=*/true);
-    };
+  const eval::ruler::ChatWrap chat = o.chat ? eval::ruler::chat_wrap(*model) : eval::ruler::ChatWrap{};
   for (int i = o.first; i < o.first + o.count; ++i) {
     const eval::ruler::Sample s = eval::ruler::generate_sample(o.task, o.length, i, o.seed, tok, res, 0, 0, chat);
     check(s.turns() == 1 && s.references[0].size() == 1 && !s.needles.empty(),
