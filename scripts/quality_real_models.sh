@@ -135,17 +135,18 @@ EOF
 # seed 42 with every policy at that measured cost, one folder per task.
 #   ruler_chat_cell MODEL TAG LENGTH DENSE_LAYERS("": the policy's) TASKS [EXTRA_POLICIES]
 ruler_chat_cell() {
-  local m=$1 tag=$2 len=$3 dl=$4 tasks=$5 extra=${6:-} calib="$OUT/ruler/${2}_calib"
+  local m=$1 tag=$2 len=$3 dl=$4 tasks=$5 extra=${6:-} calib="$OUT/ruler/calib_$2"
   run "$BIN" eval ruler -m "$m" -t "$T" --chat --out "$calib" --lengths "$len" --samples 2 --seed 7 \
     --tasks niah_single_1,niah_multikey_1,fwe ${dl:+--dense-layers "$dl"} -q \
     --attn dense,magicpig:K=10:L=150,magicpig:K=8:L=75,quest:budget=0.02
-  local list task
+  local list task dirs=()
   list=$(ruler_matched_list "$calib")${extra:+,$extra}
   for task in ${tasks//,/ }; do
-    run "$BIN" eval ruler -m "$m" -t "$T" --chat --out "$OUT/ruler/${tag}_$task" --lengths "$len" --samples 25 \
+    dirs+=("$OUT/ruler/${tag}_$task")
+    run "$BIN" eval ruler -m "$m" -t "$T" --chat --out "${dirs[-1]}" --lengths "$len" --samples 25 \
       --seed 42 --tasks "$task" ${dl:+--dense-layers "$dl"} -q --attn "$list"
   done
-  "$PY" "$ROOT/scripts/quality_ruler_wilson.py" "$OUT/ruler/${tag}"_[a-z]*[a-z0-9]
+  "$PY" "$ROOT/scripts/quality_ruler_wilson.py" "${dirs[@]}"
   "$PY" "$ROOT/scripts/quality_ruler_first_answer.py" "$OUT/ruler/${tag}"_niah_*
 }
 
