@@ -24,7 +24,7 @@
 
 #include "attention/dense.h"
 #include "attention/magicpig_impl.h"
-#include "attention/sampled_walk.h"
+#include "attention/kernels/sampled_walk.h"
 #include "common/half.h"
 #include "kv/kv_cache.h"
 #include "read_bandwidth.h"

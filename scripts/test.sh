@@ -5,6 +5,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 jobs=$(nproc)
 
+# First, the cheapest check: the tracked tree stays small (binaries are fetched, not committed).
+scripts/check_tree_size.sh 40
+
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
 cmake --build build -j"$jobs"
 # Passive OpenMP waiting: tests run side by side on few cores, where spinning threads starve

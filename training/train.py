@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Train the small Llama on text + synthetic retrieval episodes, following a curriculum file.
 
-  python3 training/train.py --curriculum training/curriculum_short.json \
+  python3 training/train.py --curriculum training/curricula/curriculum_short.json \
       --run-dir $CACHE/training/run1 [--threads 2] [--max-minutes 30]
 
 SIGTERM / Ctrl-C: finishes the current step, writes the checkpoint, exits.

@@ -17,7 +17,7 @@
 #pragma once
 #include <cstdint>
 
-#include "attention/partial_softmax.h"
+#include "attention/kernels/partial_softmax.h"
 
 namespace mp::attn::adaptive {
 

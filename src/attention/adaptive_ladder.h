@@ -7,7 +7,7 @@
 #include <memory>
 #include <vector>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 
 namespace mp::attn {
 

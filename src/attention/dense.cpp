@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "attention/block_kernels.h"
-#include "attention/exact_rows.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/kernels/exact_rows.h"
 #include "common/error.h"
 
 namespace mp::attn {

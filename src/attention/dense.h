@@ -3,7 +3,7 @@
 #pragma once
 #include <cstdint>
 
-#include "attention/partial_softmax.h"
+#include "attention/kernels/partial_softmax.h"
 #include "attention/policy.h"
 
 namespace mp::attn {

@@ -10,11 +10,11 @@
 #include <limits>
 #include <string>
 
-#include "attention/block_kernels.h"
+#include "attention/kernels/block_kernels.h"
 #include "attention/dense.h"
 #include "attention/magicpig_impl.h"
-#include "attention/partial_softmax.h"
-#include "attention/sampled_walk.h"
+#include "attention/kernels/partial_softmax.h"
+#include "attention/kernels/sampled_walk.h"
 #include "common/error.h"
 #include "kernels/kernels.h"
 
@@ -242,7 +242,7 @@ bool MagicPigAttention::query_hashing(QueryHashing* h) const {
   h->ld = proj_->ld;
   // lsh::hash_rows runs its AVX2/FMA kernel from Isa::Avx2 up (one FMA chain per column in d
   // order) and the scalar reference (multiply, then add) below.
-  h->fused = isa_ >= Isa::Avx2;
+  h->fused = clamp_isa(isa_) >= Isa::Avx2;
   return true;
 }
 

@@ -3,7 +3,7 @@
 #pragma once
 #include <memory>
 
-#include "attention/registry.h"
+#include "attention/policy.h"
 
 namespace mp::attn {
 

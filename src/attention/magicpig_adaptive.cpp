@@ -9,11 +9,11 @@
 #include <cstring>
 
 #include "attention/adaptive_estimate.h"
-#include "attention/block_kernels.h"
+#include "attention/kernels/block_kernels.h"
 #include "attention/dense.h"
 #include "attention/magicpig.h"
 #include "attention/magicpig_adaptive_impl.h"
-#include "attention/sampled_walk.h"
+#include "attention/kernels/sampled_walk.h"
 #include "kernels/kernels.h"
 
 namespace mp::attn {

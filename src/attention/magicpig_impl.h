@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "attention/baselines.h"
-#include "attention/exact_rows.h"
-#include "attention/lsh.h"
+#include "attention/kernels/exact_rows.h"
+#include "attention/lsh/lsh.h"
 #include "attention/policy.h"
 
 namespace mp::attn {

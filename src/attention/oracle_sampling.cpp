@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "attention/baselines.h"
-#include "attention/block_kernels.h"
+#include "attention/kernels/block_kernels.h"
 #include "common/error.h"
 #include "common/rng.h"
 

@@ -144,6 +144,12 @@ class SequenceAttention {
   virtual size_t aux_bytes() const { return 0; }
 };
 
+// Dimensions the memory estimates work from: n context positions, head_dim d, decode threads,
+// the GQA group and the (layer, KV head) pairs of the sparse layers.
+struct AuxDims {
+  size_t n = 0, d = 0, threads = 1, group = 1, sparse_heads = 0;
+};
+
 std::unique_ptr<SequenceAttention> make_sequence_attention(const Config& cfg, const HeadShape& shape);
 const std::vector<std::string>& policy_names();
 // Default dense layers of the paper: {0, n_layer/2} for magicpig, {0, 1} for quest, {} otherwise.

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "attention/baselines.h"
-#include "attention/block_kernels.h"
-#include "attention/exact_rows.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/kernels/exact_rows.h"
 #include "common/error.h"
 #include "kernels/kernels.h"
 

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "attention/baselines.h"
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 #include "attention/magicpig.h"
 #include "attention/magicpig_adaptive.h"
 #include "common/error.h"

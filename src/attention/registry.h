@@ -32,12 +32,6 @@ struct ParamDesc {
   void (*set_real)(Config&, double);
 };
 
-// Dimensions the memory estimates work from: n context positions, head_dim d, decode threads,
-// the GQA group and the (layer, KV head) pairs of the sparse layers.
-struct AuxDims {
-  size_t n = 0, d = 0, threads = 1, group = 1, sparse_heads = 0;
-};
-
 struct PolicyDesc {
   std::string name;
   std::vector<const ParamDesc*> params;  // the fields it reads, in eval-label order

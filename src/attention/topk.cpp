@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "attention/baselines.h"
-#include "attention/block_kernels.h"
-#include "attention/exact_rows.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/kernels/exact_rows.h"
 
 namespace mp::attn {
 

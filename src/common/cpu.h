@@ -2,6 +2,7 @@
 // the CPU supports is chosen at run time; MAGICPIG_ISA=scalar|avx2|avx512 caps the choice
 // (tests use it to run every path).
 #pragma once
+#include <algorithm>
 #include <string_view>
 
 namespace mp {
@@ -21,5 +22,17 @@ Isa best_isa();
 // process (cheap to call in loops).
 Isa selected_isa();
 std::string_view isa_name(Isa isa);
+
+// The ISA a kernel runs with: `requested` capped by this CPU, so a caller passing Isa::Avx512 on
+// an AVX2-only machine gets the AVX2 path instead of SIGILL. Every dispatch goes through this.
+inline Isa clamp_isa(Isa requested) { return std::min(requested, best_isa()); }
+// The same for a kernel over rows of `width` floats, also lowered where width is not a multiple
+// of the ISA's vector width (16 floats AVX-512, 8 AVX2).
+inline Isa clamp_isa(Isa requested, int width) {
+  Isa isa = clamp_isa(requested);
+  if (isa == Isa::Avx512 && width % 16 != 0) isa = Isa::Avx2;
+  if (isa == Isa::Avx2 && width % 8 != 0) isa = Isa::Scalar;
+  return isa;
+}
 
 }  // namespace mp

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 #include "common/error.h"
 #include "kernels/kernels.h"
 

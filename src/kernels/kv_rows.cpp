@@ -1,7 +1,6 @@
 // KV-cache row kernels: scalar references and ISA dispatch.
 #include "common/error.h"
 #include "common/half.h"
-#include "kernels/isa_dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/kv_rows_isa.h"
 
@@ -58,7 +57,7 @@ void f32_to_kv_ref(DType kv_type, const float* src, uint16_t* dst, int64_t n) {
 
 float dot_f32_kv(DType kv_type, const float* x, const uint16_t* y, int64_t n, Isa isa) {
   const bool bf = kv_type == DType::BF16;
-  switch (detail::clamp_isa(isa)) {
+  switch (clamp_isa(isa)) {
     case Isa::Avx512:
       if (bf) return detail::dot_f32_bf16_avx512(x, y, n);
       if (kv_type == DType::F16) return detail::dot_f32_f16_avx512(x, y, n);
@@ -74,7 +73,7 @@ float dot_f32_kv(DType kv_type, const float* x, const uint16_t* y, int64_t n, Is
 
 void axpy_kv(DType kv_type, float a, const uint16_t* y, float* acc, int64_t n, Isa isa) {
   const bool bf = kv_type == DType::BF16;
-  switch (detail::clamp_isa(isa)) {
+  switch (clamp_isa(isa)) {
     case Isa::Avx512:
       if (bf) return detail::axpy_bf16_avx512(a, y, acc, n);
       if (kv_type == DType::F16) return detail::axpy_f16_avx512(a, y, acc, n);
@@ -90,7 +89,7 @@ void axpy_kv(DType kv_type, float a, const uint16_t* y, float* acc, int64_t n, I
 
 void kv_to_f32(DType kv_type, const uint16_t* src, float* dst, int64_t n, Isa isa) {
   const bool bf = kv_type == DType::BF16;
-  switch (detail::clamp_isa(isa)) {
+  switch (clamp_isa(isa)) {
     case Isa::Avx512:
       if (bf) return detail::bf16_to_f32_avx512(src, dst, n);
       if (kv_type == DType::F16) return detail::f16_to_f32_avx512(src, dst, n);
@@ -106,7 +105,7 @@ void kv_to_f32(DType kv_type, const uint16_t* src, float* dst, int64_t n, Isa is
 
 void f32_to_kv(DType kv_type, const float* src, uint16_t* dst, int64_t n, Isa isa) {
   const bool bf = kv_type == DType::BF16;
-  switch (detail::clamp_isa(isa)) {
+  switch (clamp_isa(isa)) {
     case Isa::Avx512:
       if (bf) return detail::f32_to_bf16_avx512(src, dst, n);
       if (kv_type == DType::F16) return detail::f32_to_f16_avx512(src, dst, n);

@@ -11,7 +11,6 @@
 
 #include "common/error.h"
 #include "kernels/gemm_quant.h"
-#include "kernels/isa_dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/matmul_isa.h"
 

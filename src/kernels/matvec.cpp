@@ -9,7 +9,6 @@
 
 #include "common/error.h"
 #include "kernels/dot_quant_isa.h"
-#include "kernels/isa_dispatch.h"
 #include "kernels/kernels.h"
 #include "kernels/row_dot.h"
 
@@ -148,14 +147,14 @@ RowDot select_row_dot(DType t, Isa isa, bool use_vnni) {
 float dot_row(DType t, const void* row, const float* x, int64_t n, Isa isa) {
   check_weight_type(t);
   (void)dtype_row_bytes(t, n);  // validates n against the block size
-  const Isa run = detail::clamp_isa(isa);
+  const Isa run = clamp_isa(isa);
   const detail::PreparedX px = detail::prepare_x(t, x, n, run);
   return detail::select_row_dot(t, run)(row, px, n);
 }
 
 void matvec_multi(std::span<const MatvecTarget> targets, int64_t cols, const float* x, int n_threads, Isa isa) {
   check(n_threads >= 1, "matvec: n_threads must be >= 1, got " + std::to_string(n_threads));
-  const Isa run = detail::clamp_isa(isa);
+  const Isa run = clamp_isa(isa);
   const size_t nt = targets.size();
   // Per target: its rows' first index in the joint row range, row stride, kernel and which
   // prepared x it reads (targets of the same type share one).

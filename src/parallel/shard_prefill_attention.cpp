@@ -4,8 +4,8 @@
 #include <cmath>
 #include <vector>
 
-#include "attention/exact_rows.h"
-#include "attention/partial_softmax.h"
+#include "attention/kernels/exact_rows.h"
+#include "attention/kernels/partial_softmax.h"
 #include "common/error.h"
 
 namespace mp::parallel {

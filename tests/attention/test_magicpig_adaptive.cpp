@@ -19,6 +19,7 @@
 #include "attention/dense.h"
 #include "attention/magicpig_adaptive.h"
 #include "attention/magicpig_adaptive_impl.h"
+#include "attention/registry.h"
 #include "common/error.h"
 #include "test_magicpig_util.h"
 

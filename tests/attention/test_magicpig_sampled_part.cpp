@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 #include "attention/magicpig_impl.h"
 #include "attention/policy.h"
 #include "common/error.h"

@@ -9,7 +9,7 @@
 #include <random>
 #include <vector>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 #include "common/half.h"
 #include "kv/kv_cache.h"
 

@@ -12,7 +12,7 @@
 
 #include "device_test_util.h"
 #include "attention/dense.h"
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 #include "common/cpu.h"
 #include "backends/cuda/cuda_probe.h"
 #include "backends/cuda/device_memory.h"

@@ -14,7 +14,7 @@
 #include "attention_emulation.h"
 #include "device_test_util.h"
 #include "attention/dense.h"
-#include "attention/partial_softmax.h"
+#include "attention/kernels/partial_softmax.h"
 #include "backends/cuda/device_math.h"
 #include "backends/cuda/gpu_plan.h"
 #include "common/half.h"

@@ -14,7 +14,7 @@
 #include <set>
 #include <vector>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 #include "attention/magicpig_impl.h"
 #include "attention_emulation.h"
 #include "backends/cuda/device_math.h"

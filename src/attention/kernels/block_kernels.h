@@ -18,15 +18,6 @@ namespace mp::attn::blk {
 // One cache element (bf16 or f16) as f32: the scalar references' loads.
 inline float load_kv(bool bf16, uint16_t x) { return bf16 ? bf16_to_f32(x) : fp16_to_f32(x); }
 
-// The ISA a kernel over rows of d elements runs with: requested, capped by the CPU, and lowered
-// where d is not a multiple of the ISA's vector width (16 floats AVX-512, 8 AVX2).
-inline Isa clamp_isa(Isa requested, int d) {
-  Isa isa = std::min(requested, best_isa());
-  if (isa == Isa::Avx512 && d % 16 != 0) isa = Isa::Avx2;
-  if (isa == Isa::Avx2 && d % 8 != 0) isa = Isa::Scalar;
-  return isa;
-}
-
 // s[r * lds + j] = scale * dot(q[r * d .. +d], k[j * d .. +d]) for r < rows, j < n.
 // q: [rows][d] f32; k: n consecutive cache rows of d elements (kv_type BF16 or F16).
 // pf (nullable): rows [pf, pf + n * d) are prefetched while k's rows are used, a few lines per

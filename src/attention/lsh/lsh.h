@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "attention/lsh_hugepage.h"
+#include "attention/lsh/hugepage.h"
 #include "common/cpu.h"
 
 namespace mp::attn::lsh {

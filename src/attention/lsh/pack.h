@@ -2,7 +2,7 @@
 #pragma once
 #include <cstdint>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 
 namespace mp::attn::lsh::detail {
 

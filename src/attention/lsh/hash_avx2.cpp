@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <vector>
 
-#include "attention/lsh.h"
-#include "attention/lsh_pack.h"
+#include "attention/lsh/lsh.h"
+#include "attention/lsh/pack.h"
 
 namespace mp::attn::lsh::detail {
 

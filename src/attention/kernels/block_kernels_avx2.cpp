@@ -1,9 +1,9 @@
 // AVX2+FMA+F16C block kernels (compiled with -mavx2 -mfma -mf16c; only called when the CPU has them).
 #include <immintrin.h>
 
-#include "attention/block_kernels.h"
-#include "attention/prefetch.h"
-#include "attention/sampled_walk.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/kernels/prefetch.h"
+#include "attention/kernels/sampled_walk.h"
 
 namespace mp::attn::blk::detail {
 
@@ -84,8 +84,8 @@ struct T {
   }
 };
 
-#include "attention/block_kernels_simd.inc"
-#include "attention/sampled_walk_simd.inc"
+#include "attention/kernels/block_kernels_simd.inc"
+#include "attention/kernels/sampled_walk_simd.inc"
 
 }  // namespace
 

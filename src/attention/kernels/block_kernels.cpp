@@ -1,5 +1,5 @@
 // Scalar references and ISA dispatch for the attention block kernels.
-#include "attention/block_kernels.h"
+#include "attention/kernels/block_kernels.h"
 
 #include <algorithm>
 #include <cmath>

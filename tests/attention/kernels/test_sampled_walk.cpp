@@ -6,9 +6,9 @@
 #include <random>
 #include <vector>
 
-#include "attention/block_kernels.h"
-#include "attention/lsh.h"
-#include "attention/sampled_walk.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/lsh/lsh.h"
+#include "attention/kernels/sampled_walk.h"
 #include "common/cpu.h"
 #include "common/error.h"
 #include "common/half.h"

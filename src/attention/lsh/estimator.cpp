@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 #include "common/error.h"
 
 namespace mp::attn::lsh {
@@ -58,7 +58,7 @@ void SamplingCorrection::logits_ref(const float* dots, const float* kn, int64_t 
 
 void SamplingCorrection::logits(const float* dots, const float* kn, int64_t n, float qn, float qm, float scale,
                                 float* out, Isa isa) const {
-  if (!any_exact_ && std::min(isa, best_isa()) >= Isa::Avx2)
+  if (!any_exact_ && clamp_isa(isa) >= Isa::Avx2)
     return detail::correction_logits_avx2(table_.data(), kIntervals, scale_, dots, kn, n, qn, qm, scale, out);
   logits_ref(dots, kn, n, qn, qm, scale, out);
 }

@@ -1,7 +1,7 @@
 // Scalar references and ISA dispatch of the sampled-row walks.
-#include "attention/sampled_walk.h"
+#include "attention/kernels/sampled_walk.h"
 
-#include "attention/block_kernels.h"
+#include "attention/kernels/block_kernels.h"
 #include "common/error.h"
 
 namespace mp::attn::sampled {
@@ -38,7 +38,7 @@ void accumulate_walk_ref(DType t, const Walk& w, const float* p, int d, float* a
 
 void score_walk(DType t, const Walk& w, const float* q, int d, float* s, Isa isa) {
   check_args(t, d);
-  switch (blk::clamp_isa(isa, d)) {
+  switch (clamp_isa(isa, d)) {
     case Isa::Avx512:
       if (blk::uses_bf16_dot(t, d))
         return detail::score_walk_bf16dot_avx512(w, q, d, s);
@@ -50,7 +50,7 @@ void score_walk(DType t, const Walk& w, const float* q, int d, float* s, Isa isa
 
 void accumulate_walk(DType t, const Walk& w, const float* p, int d, float* acc, Isa isa) {
   check_args(t, d);
-  switch (blk::clamp_isa(isa, d)) {
+  switch (clamp_isa(isa, d)) {
     case Isa::Avx512: return detail::accumulate_walk_avx512(t == DType::BF16, w, p, d, acc);
     case Isa::Avx2: return detail::accumulate_walk_avx2(t == DType::BF16, w, p, d, acc);
     default: return accumulate_walk_ref(t, w, p, d, acc);

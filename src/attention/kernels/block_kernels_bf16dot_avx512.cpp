@@ -22,18 +22,18 @@
 
 #include <algorithm>
 
-#include "attention/block_kernels.h"
-#include "attention/prefetch.h"
-#include "attention/sampled_walk.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/kernels/prefetch.h"
+#include "attention/kernels/sampled_walk.h"
 
 namespace mp::attn::blk::detail {
 
 namespace {
 
-#include "attention/block_kernels_avx512_traits.inc"
+#include "attention/kernels/block_kernels_avx512_traits.inc"
 
-#include "attention/block_kernels_simd.inc"
-#include "attention/sampled_walk_simd.inc"
+#include "attention/kernels/block_kernels_simd.inc"
+#include "attention/kernels/sampled_walk_simd.inc"
 
 constexpr int kMaxChunks = kBf16DotMaxD / 32;
 

@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <cstring>
 
-#include "attention/lsh.h"
-#include "attention/prefetch.h"
+#include "attention/lsh/lsh.h"
+#include "attention/kernels/prefetch.h"
 #include "common/error.h"
 
 namespace mp::attn::lsh {
@@ -22,7 +22,7 @@ int64_t take_candidates_ref(uint8_t* count, int64_t n, uint32_t threshold, uint3
 
 int64_t take_candidates(uint8_t* count, int64_t n, uint32_t threshold, uint32_t* out, Isa isa) {
   check(threshold >= 1 && threshold <= 255, "lsh: collision threshold must be in [1, 255]");
-  if (std::min(isa, best_isa()) >= Isa::Avx2) return detail::take_candidates_avx2(count, n, threshold, out);
+  if (clamp_isa(isa) >= Isa::Avx2) return detail::take_candidates_avx2(count, n, threshold, out);
   return take_candidates_ref(count, n, threshold, out);
 }
 

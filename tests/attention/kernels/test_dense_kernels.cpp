@@ -7,7 +7,7 @@
 #include <random>
 #include <vector>
 
-#include "attention/block_kernels.h"
+#include "attention/kernels/block_kernels.h"
 #include "common/cpu.h"
 #include "common/half.h"
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "attention/partial_softmax.h"
+#include "attention/kernels/partial_softmax.h"
 #include "common/cpu.h"
 #include "kv/kv_cache.h"
 

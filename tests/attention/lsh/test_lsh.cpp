@@ -9,9 +9,9 @@
 #include <set>
 #include <vector>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 #include "common/error.h"
-#include "test_magicpig_util.h"
+#include "attention/test_magicpig_util.h"
 
 namespace mp::attn {
 namespace {

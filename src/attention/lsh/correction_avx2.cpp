@@ -3,7 +3,7 @@
 // its order (mul then add, no fused multiply-add) so both paths give the same floats.
 #include <immintrin.h>
 
-#include "attention/lsh.h"
+#include "attention/lsh/lsh.h"
 
 namespace mp::attn::lsh::detail {
 

@@ -3,8 +3,8 @@
 #include <cmath>
 #include <vector>
 
-#include "attention/lsh.h"
-#include "attention/lsh_pack.h"
+#include "attention/lsh/lsh.h"
+#include "attention/lsh/pack.h"
 #include "common/error.h"
 #include "common/rng.h"
 
@@ -72,7 +72,7 @@ void hash_rows(const Projection& p, const float* x, int64_t n, int64_t ldx, uint
       for (int64_t r = 0; r < n; ++r) codes[t * code_stride + r] = 0;
     return;
   }
-  if (isa >= Isa::Avx2) {
+  if (clamp_isa(isa) >= Isa::Avx2) {
     detail::hash_rows_avx2(p, x, n, ldx, codes, code_stride);
   } else {
     hash_rows_ref(p, x, n, ldx, codes, code_stride);

@@ -4,18 +4,18 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "attention/block_kernels.h"
-#include "attention/prefetch.h"
-#include "attention/sampled_walk.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/kernels/prefetch.h"
+#include "attention/kernels/sampled_walk.h"
 
 namespace mp::attn::blk::detail {
 
 namespace {
 
-#include "attention/block_kernels_avx512_traits.inc"
+#include "attention/kernels/block_kernels_avx512_traits.inc"
 
-#include "attention/block_kernels_simd.inc"
-#include "attention/sampled_walk_simd.inc"
+#include "attention/kernels/block_kernels_simd.inc"
+#include "attention/kernels/sampled_walk_simd.inc"
 
 }  // namespace
 

@@ -1,11 +1,11 @@
-#include "attention/exact_rows.h"
+#include "attention/kernels/exact_rows.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
 
-#include "attention/block_kernels.h"
-#include "attention/prefetch.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/kernels/prefetch.h"
 
 namespace mp::attn {
 
