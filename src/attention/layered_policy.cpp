@@ -23,6 +23,10 @@ LayeredPolicy::LayeredPolicy(const Config& cfg, const HeadShape& shape, bool all
   // structures for them (prefill_sparse is skipped, magicpig keeps no tables).
   for (int l = 0; l < shape.n_layer; ++l)
     if (shape.slides(l)) dense_[l] = 1;
+  exact_head_.assign(size_t(shape.n_layer) * size_t(shape.n_kv_head), 0);
+  has_exact_head_.assign(shape.n_layer, 0);
+  for (const auto& [l, h] : cfg.exact_heads)
+    if (!dense_[l]) exact_head_[size_t(l) * size_t(shape.n_kv_head) + size_t(h)] = 1, has_exact_head_[l] = 1;
 }
 
 void LayeredPolicy::check_layer(int layer, const KvView& kv) const {
@@ -49,8 +53,28 @@ void LayeredPolicy::attend(int layer, const KvView& kv, const float* q, float* o
   }
   std::vector<int64_t> read(shape_.n_head, 0);
   attend_sparse(layer, kv, q, out, n_threads, read.data());
+  if (has_exact_head_[layer]) attend_exact_heads(layer, kv, q, out, n_threads, read.data());
   cost_.keys_total += static_cast<double>(kv.n_prompt) * shape_.n_head;
   cost_.keys_read += static_cast<double>(std::accumulate(read.begin(), read.end(), int64_t{0}));
+}
+
+void LayeredPolicy::attend_exact_heads(int layer, const KvView& kv, const float* q, float* out, int n_threads,
+                                       int64_t* keys_read) const {
+  const int G = shape_.n_head / shape_.n_kv_head, d = shape_.head_dim;
+  // One KV head is a cache of its own with a GQA group of G query heads: dense_decode over it
+  // gives what a dense layer gives that head, bit for bit.
+  HeadShape one = shape_;
+  one.n_head = G, one.n_kv_head = 1;
+  one.sliding.clear();
+  for (int h = 0; h < shape_.n_kv_head; ++h) {
+    if (!is_exact_head(layer, h)) continue;
+    KvView head = kv;
+    head.n_kv_head = 1;
+    head.k = kv.k + h * kv.head_stride, head.v = kv.v + h * kv.head_stride;
+    const size_t first = size_t(h) * size_t(G);
+    dense_decode(head, one, q + first * d, out + first * d, n_threads, lse_ ? lse_ + first : nullptr);
+    for (int g = 0; g < G; ++g) keys_read[first + g] = kv.n_prompt;
+  }
 }
 
 void LayeredPolicy::attend_with_lse(int layer, const KvView& kv, const float* q, float* out, float* lse,

@@ -20,6 +20,10 @@ class LayeredPolicy : public SequenceAttention {
   void attend_with_lse(int layer, const KvView& kv, const float* q, float* out, float* lse, int n_threads) final;
   const Cost& cost() const override { return cost_; }
   bool is_dense(int layer) const { return dense_[layer] != 0; }
+  // A KV head of a sparse layer that attends exactly (Config::exact_heads).
+  bool is_exact_head(int layer, int kv_head) const {
+    return exact_head_[size_t(layer) * size_t(shape_.n_kv_head) + size_t(kv_head)] != 0;
+  }
 
  protected:
   // keys_read[hq] := prompt keys read by query head hq in this step (written by the override).
@@ -37,8 +41,16 @@ class LayeredPolicy : public SequenceAttention {
   Config cfg_;
   HeadShape shape_;
   std::vector<char> dense_;  // per layer
+  std::vector<char> exact_head_;  // per (layer, KV head), sparse layers only
+  std::vector<char> has_exact_head_;  // per layer: any of its KV heads is exact
   Cost cost_;
   float* lse_ = nullptr;  // [n_head] during attend_with_lse, else null
+
+ private:
+  // Overwrites the outputs (and lse) of the layer's exact KV heads with exact attention over the
+  // whole cache, and counts their query heads as reading every prompt key.
+  void attend_exact_heads(int layer, const KvView& kv, const float* q, float* out, int n_threads,
+                          int64_t* keys_read) const;
 };
 
 }  // namespace mp::attn

@@ -197,7 +197,7 @@ void MagicPigAttention::sparse_step(LayerState& st, const KvView& kv, const floa
 }
 
 bool MagicPigAttention::exact_part(int layer, int64_t n_tokens, ExactPart* part) const {
-  if (!samples_alone() || layer < 0 || layer >= shape_.n_layer || is_dense(layer)) return false;
+  if (!samples_alone() || layer < 0 || layer >= shape_.n_layer || is_dense(layer) || has_exact_head_[layer]) return false;
   const LayerState& st = layers_[layer];
   if (!st.prefilled) return false;
   // insert_generated's rule, applied ahead of the step that will see n_tokens tokens.

@@ -50,6 +50,10 @@ void Config::validate(const HeadShape& shape) const {
   for (int l : dense_layers)
     check(l >= 0 && l < shape.n_layer, "dense_layers: layer " + std::to_string(l) + " is out of range [0, " +
                                            std::to_string(shape.n_layer) + ")");
+  for (const auto& [l, h] : exact_heads)
+    check(l >= 0 && l < shape.n_layer && h >= 0 && h < shape.n_kv_head,
+          "exact_heads: (layer " + std::to_string(l) + ", KV head " + std::to_string(h) + ") is out of range (" +
+              std::to_string(shape.n_layer) + " layers, " + std::to_string(shape.n_kv_head) + " KV heads)");
 }
 
 void SequenceAttention::attend_with_lse(int, const KvView&, const float*, float*, float*, int) {

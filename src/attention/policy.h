@@ -7,6 +7,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/error.h"
@@ -41,6 +42,10 @@ struct Config {
   // layers that always use dense attention; empty + !dense_layers_set means the policy default
   std::vector<int> dense_layers;
   bool dense_layers_set = false;
+  // KV heads that attend exactly on the sparse layers, as (layer, KV head): the heads a
+  // calibration profile found the policy fails on (retrieval and copy heads). Their query heads
+  // read every prompt key, and the cost counts it.
+  std::vector<std::pair<int, int>> exact_heads;
   // topk / quest / oracle-sampling: fraction of prompt keys to use
   double budget = 0.02;
   int page_size = 16;  // quest
