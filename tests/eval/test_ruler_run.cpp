@@ -158,6 +158,32 @@ TEST_F(RunFixture, RecordsMatchAnIndependentGreedyDecode) {
   EXPECT_EQ(recs[0]["prompt_tokens"].get<size_t>(), s.prompt_tokens.size());
 }
 
+// needle-trace answers through answer_turn too: its tokens are the greedy ones, each stepped
+// but the one that ended the turn, and its text spells them.
+TEST_F(RunFixture, AnswerTurnStepsEveryTokenButTheOneEndingTheTurn) {
+  const Sample s = generate_sample("niah_single_2", opt.lengths[0], 0, opt.seed, model->tokenizer, test::ruler_resources(), 6);
+  SequenceOptions so;
+  so.n_ctx = opt.lengths[0];
+  so.n_threads = 1;
+  Sequence seq(*model, so);
+  seq.prefill(s.prompt_tokens);
+  Sequence check_seq(*model, so);
+  check_seq.prefill(s.prompt_tokens);
+  const AnswerTurn a = answer_turn(seq, model->tokenizer, task_spec("niah_single_2"), s.max_new, false);
+  ASSERT_LE(a.tokens.size(), size_t(s.max_new));
+  EXPECT_EQ(a.steps, int64_t(a.tokens.size()) - (a.unstepped >= 0 ? 1 : 0));
+  if (a.unstepped >= 0) EXPECT_EQ(a.unstepped, a.tokens.back());
+  EXPECT_EQ(seq.n_tokens(), int64_t(s.prompt_tokens.size()) + a.steps);
+  std::string bytes;
+  for (size_t i = 0; i < a.tokens.size(); ++i) {
+    EXPECT_EQ(a.tokens[i], argmax(check_seq.logits()));
+    bytes += model->tokenizer.token_to_piece(a.tokens[i]);
+    if (int64_t(i) < a.steps) check_seq.step(a.tokens[i]);
+  }
+  Utf8Stream utf8;
+  EXPECT_EQ(a.text, utf8.push(bytes) + utf8.flush());
+}
+
 TEST_F(RunFixture, TornLastLineIsDroppedAndRedone) {
   opt.tasks = {"vt"};
   opt.samples = 1;
