@@ -25,6 +25,25 @@ int collisions(const uint16_t* a, const uint16_t* b, int l) {
 
 }  // namespace
 
+std::vector<int64_t> tokens_over_text(const Tokenizer& tok, const std::vector<int32_t>& ids, const std::string& needle,
+                                      size_t* found_at) {
+  std::string text;
+  std::vector<size_t> start;
+  for (int32_t id : ids) {
+    start.push_back(text.size());
+    text += tok.token_to_piece(id);
+  }
+  start.push_back(text.size());
+  const size_t f = text.find(needle);
+  check(f != std::string::npos, "needle text not found in the detokenised prompt");
+  *found_at = f;
+  std::vector<int64_t> out;
+  for (size_t i = 0; i + 1 < start.size(); ++i)
+    if (start[i] < f + needle.size() && start[i + 1] > f) out.push_back(int64_t(i));
+  return out;
+}
+
+
 NeedleTracer::NeedleTracer(const attn::Config& magicpig, const attn::HeadShape& shape,
                            std::shared_ptr<NeedleTraceControl> ctl)
     : cfg_(magicpig), shape_(shape), ctl_(std::move(ctl)) {
@@ -139,6 +158,19 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
     ht.expected_candidates += attn::lsh::sampling_probability(cos_centred(p), K, L, T);
     if (qn * kn > 0) ht.expected_candidates_raw += attn::lsh::sampling_probability(s[p] / scale / (qn * kn), K, L, T);
   }
+  for (int64_t p = 0; p < n_prompt; ++p)
+    if (is_exact(p)) ++ht.prompt_keys_read;
+  for (uint32_t c : cand) {
+    ht.dense_read_mass += w[c];
+    if (int64_t(c) < n_prompt) ++ht.prompt_keys_read;
+  }
+  ht.dense_read_mass += ht.dense_exact_mass;
+  if (ht.dense_top_pos >= 0) {
+    const int64_t t = ht.dense_top_pos;
+    ht.dense_top_cos = cos_centred(t);
+    ht.dense_top_read = is_exact(t) || std::binary_search(cand.begin(), cand.end(), uint32_t(t));
+    ht.dense_top_u = is_exact(t) ? 1.0 : attn::lsh::sampling_probability(ht.dense_top_cos, K, L, T);
+  }
   if (ht.mp_top_pos >= 0) {
     ht.mp_top_dense_w = w[ht.mp_top_pos];
     if (!is_exact(ht.mp_top_pos))
@@ -174,6 +206,7 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
     kt.dense_w = w[p];
     kt.mp_w = e[p];
     ht.dense_watch_mass += w[p];
+    ht.watch_missed += w[p] * (kt.exact ? 0.0 : 1.0 - kt.u);
     ht.mp_watch_mass += e[p];
     ctl_->keys.push_back(kt);
   }

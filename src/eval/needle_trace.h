@@ -9,10 +9,12 @@
 #pragma once
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "attention/magicpig_impl.h"
 #include "attention/policy.h"
+#include "tokenizer/tokenizer.h"
 
 namespace mp::eval {
 
@@ -32,6 +34,14 @@ struct NeedleHeadTrace {
   double mp_top_dense_w = 0, mp_top_u = 1;
   double expected_candidates = 0;      // sum of u over the hashed keys (centred, as the policy hashes)
   double expected_candidates_raw = 0;  // the same had the keys been hashed without centring
+  double dense_read_mass = 0;   // exact softmax weight on the keys MagicPIG read (exact part and
+                                // candidates): the recall of the attention mass
+  double dense_top_cos = 0;     // the top exact key's centred cosine with the query,
+  double dense_top_u = 1;       // its sampling probability (1 in the exact part)
+  bool dense_top_read = false;  // and whether MagicPIG read it (exact part or drawn)
+  int64_t prompt_keys_read = 0;  // prompt positions read (exact part and candidates), as Cost counts
+  double watch_missed = 0;      // sum over watched keys of exact weight * (1 - u): needle mass the
+                                // sampler is expected to miss (0 in the exact part)
   double rel_l2 = 0;            // ||o_magicpig - o_dense|| / ||o_dense||
   double replay_rel = 0;        // ||o_recomputed - o_policy|| / ||o_policy|| (self-check)
 };
@@ -61,6 +71,11 @@ struct NeedleTraceControl {
   std::vector<NeedleHeadTrace> heads;
   std::vector<NeedleKeyTrace> keys;
 };
+
+// Token positions whose bytes overlap the first occurrence of `text` in the text the tokens
+// spell; *found_at := its byte offset there. Throws mp::Error when the text is not there.
+std::vector<int64_t> tokens_over_text(const Tokenizer& tok, const std::vector<int32_t>& ids, const std::string& text,
+                                      size_t* found_at);
 
 class NeedleTracer : public attn::SequenceAttention {
  public:

@@ -52,6 +52,7 @@ TEST(NeedleTrace, MatchesThePolicyAndRecordsConsistentTraces) {
   ctl->watch = {2, 50, 120, 260, 390};  // a sink, hashed keys, the local window
   NeedleTracer tracer(c.cfg, c.shape, ctl);
   attn::MagicPigAttention plain(c.cfg, c.shape);
+  plain.record_candidates(true);
   c.prefill(tracer);
   c.prefill(plain);
   const KvView kv = c.seq.cache->view(1);
@@ -86,6 +87,23 @@ TEST(NeedleTrace, MatchesThePolicyAndRecordsConsistentTraces) {
     for (int64_t p = 0; p < kv.n_tokens; ++p) z += std::exp(s[p] - m);
     sp = std::exp(s[k.pos] - m) / z;
     EXPECT_NEAR(k.dense_w, sp, 1e-9 + 1e-6 * sp);
+  }
+  // Calibration's per-head fields, from the key traces and the policy's own candidate sets:
+  // recall = exact weight on what was read; missed = exact weight * (1 - u) over watched keys.
+  for (const NeedleHeadTrace& h : ctl->heads) {
+    double watch_missed = 0;
+    for (const NeedleKeyTrace& k : ctl->keys)
+      if (k.head == h.head && !k.exact) watch_missed += k.dense_w * (1.0 - k.u);
+    EXPECT_NEAR(h.watch_missed, watch_missed, 1e-12);
+    const std::vector<uint32_t>& cand = plain.candidates(h.head);
+    int64_t read = 0;
+    for (uint32_t p : cand) read += p < 400;
+    read += c.cfg.sinks + c.cfg.local;  // the exact prompt part
+    EXPECT_EQ(h.prompt_keys_read, read) << "head " << h.head;
+    EXPECT_GE(h.dense_read_mass, h.dense_exact_mass);
+    EXPECT_LE(h.dense_read_mass, 1.0 + 1e-9);
+    EXPECT_EQ(h.dense_top_read, h.dense_top_pos < c.cfg.sinks || h.dense_top_pos >= 400 - c.cfg.local ||
+                                    std::binary_search(cand.begin(), cand.end(), uint32_t(h.dense_top_pos)));
   }
   // The traces test the draw: some watched hashed key is drawn and some is not here (K = 4, L = 20).
   int drawn = 0, missed = 0;

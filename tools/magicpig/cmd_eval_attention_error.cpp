@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common.h"
+#include "plot.h"
 #include "common/error.h"
 #include "eval/attention_probe_run.h"
 #include "eval/bound_coverage.h"
@@ -21,23 +22,6 @@ namespace {
 // a 2% budget. See docs/eval_attention.md.
 const char* kDefaultPolicies =
     "magicpig:K=10:L=150,magicpig:K=8:L=75,topk:budget=0.02,quest:budget=0.02,oracle-sampling:budget=0.02,streaming";
-
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-std::string find_plot_script() {
-  namespace fs = std::filesystem;
-  std::vector<fs::path> candidates = {fs::path("scripts/plot_attention_error.py")};
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) candidates.push_back(exe.parent_path().parent_path().parent_path() / "scripts/plot_attention_error.py");
-  for (const fs::path& p : candidates)
-    if (fs::exists(p)) return p.string();
-  return "";
-}
 
 }  // namespace
 
@@ -131,20 +115,7 @@ int cmd_eval_attention_error(int argc, char** argv) {
   }
 
   if (!plot) return 0;
-  const std::string script = find_plot_script();
-  check(!script.empty(), "--plot: scripts/plot_attention_error.py not found (run from the repository root)");
-  // The python3 on PATH may be a pyenv/venv one without Debian's python3-matplotlib.
-  std::string python;
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import matplotlib' >/dev/null 2>&1").c_str()) == 0) {
-      python = py;
-      break;
-    }
-  if (python.empty())
-    throw Error("--plot needs python3 with matplotlib: apt-get install python3-matplotlib (scripts/setup.sh installs it); "
-                "the CSV files are written, plot later with: python3 " + script + " " + dir);
-  const int rc = std::system((python + " " + shell_quote(script) + " " + shell_quote(dir)).c_str());
-  check(rc == 0, "--plot: " + script + " failed (exit status " + std::to_string(rc) + ")");
+  run_plot_script("scripts/plot_attention_error.py", dir);
   return 0;
 }
 

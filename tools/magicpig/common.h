@@ -60,6 +60,7 @@ int cmd_tokenize(int argc, char** argv);
 int cmd_convert(int argc, char** argv);
 int cmd_bench(int argc, char** argv);
 int cmd_random_model(int argc, char** argv);
+int cmd_calibrate(int argc, char** argv);
 int cmd_eval(int argc, char** argv);  // dispatches to the three below (argv[2] is the suite)
 int cmd_eval_ruler(int argc, char** argv);
 int cmd_eval_attention_error(int argc, char** argv);

@@ -21,6 +21,7 @@ void usage() {
       "  convert    convert a llama2.c checkpoint to GGUF\n"
       "  bench      llama-bench-style speed tables per attention policy and depth\n"
       "  eval       quality per attention policy: ruler, attention-error, perplexity\n"
+      "  calibrate  per-head diagnosis of magicpig on a model, and the profile that fixes its failing heads\n"
       "  random-model  write a random-weight GGUF of a given shape (for speed measurements)\n",
       stdout);
 }
@@ -43,6 +44,7 @@ int main(int argc, char** argv) {
     if (!std::strcmp(cmd, "bench")) return mp::cli::cmd_bench(argc, argv);
     if (!std::strcmp(cmd, "random-model")) return mp::cli::cmd_random_model(argc, argv);
     if (!std::strcmp(cmd, "eval")) return mp::cli::cmd_eval(argc, argv);
+    if (!std::strcmp(cmd, "calibrate")) return mp::cli::cmd_calibrate(argc, argv);
     std::fprintf(stderr, "error: unknown command '%s' (run 'magicpig --help')\n", cmd);
     return 1;
   } catch (const mp::Error& e) {

@@ -77,25 +77,6 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Token positions whose bytes overlap [begin, end) of the text the tokens spell.
-std::vector<int64_t> tokens_over(const Tokenizer& tok, const std::vector<int32_t>& ids, const std::string& needle,
-                                 size_t* found_at) {
-  std::string text;
-  std::vector<size_t> start;
-  for (int32_t id : ids) {
-    start.push_back(text.size());
-    text += tok.token_to_piece(id);
-  }
-  start.push_back(text.size());
-  const size_t f = text.find(needle);
-  check(f != std::string::npos, "needle-trace: needle text not found in the detokenised prompt");
-  *found_at = f;
-  std::vector<int64_t> out;
-  for (size_t i = 0; i + 1 < start.size(); ++i)
-    if (start[i] < f + needle.size() && start[i + 1] > f) out.push_back(int64_t(i));
-  return out;
-}
-
 // Greedy answer of one fork, the turn ended as the RULER runner ends it.
 std::vector<int32_t> greedy(Sequence& seq, const Tokenizer& tok, const eval::ruler::Sample& s) {
   return eval::ruler::answer_turn(seq, tok, eval::ruler::task_spec(s.task), s.max_new, s.chat).tokens;
@@ -163,7 +144,7 @@ int main(int argc, char** argv) try {
           "needle-trace: the task must ask for one value in one turn");
     const size_t asked = eval::ruler::asked_needle(s);
     size_t at = 0;
-    const std::vector<int64_t> watch = tokens_over(tok, s.prompt_tokens, s.needles[asked].text, &at);
+    const std::vector<int64_t> watch = eval::tokens_over_text(tok, s.prompt_tokens, s.needles[asked].text, &at);
     SequenceOptions so;
     so.n_threads = o.threads;
     Sequence base(*model, so);
