@@ -156,7 +156,7 @@ void MagicPigAttention::attend_sparse(int layer, const KvView& kv, const float* 
     std::fill(keys_read, keys_read + shape_.n_head, st.n_prompt);
     return;
   }
-  sparse_step(st, kv, q, nullptr, out, nullptr, n_threads, keys_read);
+  sparse_step(layer, st, kv, q, nullptr, out, nullptr, n_threads, keys_read);
 }
 
 MagicPigAttention::QueryCodes MagicPigAttention::query_codes(const float* q, const uint16_t* q_codes, int g0, int g1,
@@ -171,7 +171,7 @@ MagicPigAttention::QueryCodes MagicPigAttention::query_codes(const float* q, con
   return {scratch.data(), rows};
 }
 
-void MagicPigAttention::sparse_step(LayerState& st, const KvView& kv, const float* q, const uint16_t* q_codes,
+void MagicPigAttention::sparse_step(int layer, LayerState& st, const KvView& kv, const float* q, const uint16_t* q_codes,
                                     float* out, float* lse_sampled, int n_threads, int64_t* keys_read) {
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
@@ -179,6 +179,8 @@ void MagicPigAttention::sparse_step(LayerState& st, const KvView& kv, const floa
   const int64_t gd = static_cast<int64_t>(G) * shape_.head_dim;
   for_each_group(st, q, q_codes, n_threads, scratch_, keys_read,
                  [&](int kvh, const uint16_t* codes_t, int64_t code_stride, Scratch& s) {
+                   // An exact head's output is LayeredPolicy's dense attention: no sampling for it.
+                   if (has_exact_head_[layer] && is_exact_head(layer, kvh)) return;
                    attend_group(st, kv, kvh, q + kvh * gd, out + kvh * gd, codes_t, code_stride, keys_read + kvh * G,
                                 lse_sampled ? lse_sampled + kvh * G : nullptr, s);
                  });
@@ -212,7 +214,7 @@ void MagicPigAttention::attend_sampled(int layer, const KvView& kv, const float*
   std::vector<int64_t> read(H, 0);
   LayerState& st = layers_[layer];
   if (st.sampled()) {
-    sparse_step(st, kv, q, q_codes, out, lse, n_threads, read.data());
+    sparse_step(layer, st, kv, q, q_codes, out, lse, n_threads, read.data());
   } else {  // nothing offloaded: every key is in the exact part, the sample is empty
     std::fill(out, out + static_cast<int64_t>(H) * shape_.head_dim, 0.0f);
     std::fill(lse, lse + H, -std::numeric_limits<float>::infinity());

@@ -117,7 +117,7 @@ class MagicPigAttention : public LayeredPolicy {
                      int64_t* keys_read) override;
   // The sampled layers' step: the whole output, or with lse_sampled the sampled part alone
   // (attend_sampled). q_codes may be null (hash here).
-  void sparse_step(LayerState& st, const KvView& kv, const float* q, const uint16_t* q_codes, float* out,
+  void sparse_step(int layer, LayerState& st, const KvView& kv, const float* q, const uint16_t* q_codes, float* out,
                    float* lse_sampled, int n_threads, int64_t* keys_read);
   void hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end,
                  int n_threads);

@@ -83,7 +83,7 @@ int cmd_calibrate(int argc, char** argv) {
   a.value({"-o", "--profile"}, "FILE", "the profile (default DIR/profile.json; MODEL.gguf.profile.json is used by default)",
           [&](const std::string& v) { profile_path = v; });
   a.flag({"--plot"}, "also draw DIR/heads.png (scripts/plot_calibration.py, needs matplotlib)", plot);
-  if (!a.parse(argc, argv, 1)) return 0;
+  if (!a.parse(argc, argv, 2)) return 0;
   opt.chat = !no_chat;
   if (!tasks.empty()) opt.tasks = split(tasks, ',');
   opt.n_threads = resolved_threads(mo);
