@@ -45,7 +45,7 @@ Decoded decode(const Sequence& base, const attn::Config& cfg, const Sample& s, c
                const Tokenizer& tok) {
   std::unique_ptr<Sequence> seq = base.fork(cfg);
   Decoded d;
-  int32_t pending = -1;  // generated but not yet stepped (the last token of a turn)
+  int32_t pending = -1;  // the last token of the previous turn, not stepped yet
   auto step = [&](int32_t t) {
     seq->step(t);
     ++d.steps;
@@ -55,24 +55,11 @@ Decoded decode(const Sequence& base, const attn::Config& cfg, const Sample& s, c
       if (pending >= 0) step(pending);
       for (int32_t t : s.followup_tokens[turn - 1]) step(t);
     }
-    pending = -1;
-    std::string text;
-    Utf8Stream utf8;
-    for (int i = 0; i < s.max_new; ++i) {
-      const int32_t t = argmax(seq->logits());
-      if (tok.is_eog(t)) break;
-      const std::string piece = tok.token_to_piece(t);
-      const bool ends = detail::turn_ends(spec, piece, text, s.chat);
-      text += utf8.push(piece);
-      ++d.generated;
-      if (ends || i + 1 == s.max_new) {
-        pending = t;
-        break;
-      }
-      step(t);
-    }
-    text += utf8.flush();
-    d.turns.push_back(text);
+    AnswerTurn a = answer_turn(*seq, tok, spec, s.max_new, s.chat);
+    d.steps += a.steps;
+    d.generated += static_cast<int64_t>(a.tokens.size());
+    pending = a.unstepped;
+    d.turns.push_back(std::move(a.text));
   }
   d.cost = seq->cost().fraction();
   return d;
@@ -117,6 +104,27 @@ void validate(const Model& model, const RunOptions& opt) {
 }
 
 }  // namespace
+
+AnswerTurn answer_turn(Sequence& seq, const Tokenizer& tok, const TaskSpec& spec, int max_new, bool chat) {
+  AnswerTurn a;
+  Utf8Stream utf8;
+  for (int i = 0; i < max_new; ++i) {
+    const int32_t t = argmax(seq.logits());
+    if (tok.is_eog(t)) break;
+    const std::string piece = tok.token_to_piece(t);
+    const bool ends = detail::turn_ends(spec, piece, a.text, chat);
+    a.text += utf8.push(piece);
+    a.tokens.push_back(t);
+    if (ends || i + 1 == max_new) {
+      a.unstepped = t;
+      break;
+    }
+    seq.step(t);
+    ++a.steps;
+  }
+  a.text += utf8.flush();
+  return a;
+}
 
 ChatWrap chat_wrap(const Model& model) {
   return [&model](const std::string& user) {

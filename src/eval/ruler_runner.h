@@ -13,6 +13,10 @@
 #include "eval/ruler_tasks.h"
 #include "model/model.h"
 
+namespace mp {
+class Sequence;
+}
+
 namespace mp::eval::ruler {
 
 struct PolicySpec {
@@ -59,6 +63,18 @@ RunStats run_ruler(const Model& model, const Resources& res, const RunOptions& o
 // The model's chat formatter for a RULER prompt (that of `magicpig run --chat`): one user
 // message, the assistant turn opened. Refers to `model`, which must outlive it.
 ChatWrap chat_wrap(const Model& model);
+
+// One greedy answer turn from seq's current logits, ended as a RULER turn ends: at the
+// end-of-turn token, where detail::turn_ends says, or after max_new tokens.
+struct AnswerTurn {
+  std::vector<int32_t> tokens;  // the answer, the end-of-turn token not included
+  std::string text;             // its text in whole UTF-8 characters (a torn one as U+FFFD)
+  // The token that ended the turn at a turn end or the room, not yet fed through seq.step():
+  // the next turn steps it before its query. -1 when the end-of-turn token ended the turn.
+  int32_t unstepped = -1;
+  int64_t steps = 0;            // seq.step calls made
+};
+AnswerTurn answer_turn(Sequence& seq, const Tokenizer& tok, const TaskSpec& spec, int max_new, bool chat);
 
 // Markdown table of the records in out_dir/predictions.jsonl that belong to the options' grid:
 // rows task x length, columns policies, mean score (count when short of `samples`), then the

@@ -96,22 +96,9 @@ std::vector<int64_t> tokens_over(const Tokenizer& tok, const std::vector<int32_t
   return out;
 }
 
-// Greedy answer of one fork, ending the turn as the RULER runner does.
+// Greedy answer of one fork, the turn ended as the RULER runner ends it.
 std::vector<int32_t> greedy(Sequence& seq, const Tokenizer& tok, const eval::ruler::Sample& s) {
-  const eval::ruler::TaskSpec& spec = eval::ruler::task_spec(s.task);
-  std::vector<int32_t> out;
-  std::string text;
-  for (int i = 0; i < s.max_new; ++i) {
-    const int32_t t = argmax(seq.logits());
-    if (tok.is_eog(t)) break;
-    out.push_back(t);
-    const std::string piece = tok.token_to_piece(t);
-    const bool ends = eval::ruler::detail::turn_ends(spec, piece, text, s.chat);
-    text += piece;
-    if (ends || i + 1 == s.max_new) break;
-    seq.step(t);
-  }
-  return out;
+  return eval::ruler::answer_turn(seq, tok, eval::ruler::task_spec(s.task), s.max_new, s.chat).tokens;
 }
 
 std::string text_of(const Tokenizer& tok, const std::vector<int32_t>& ids) {
