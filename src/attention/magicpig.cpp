@@ -2,8 +2,6 @@
 // tokens, merged (log-sum-exp) with an importance-weighted softmax over the LSH candidates.
 #include "attention/magicpig.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -177,23 +175,13 @@ void MagicPigAttention::sparse_step(LayerState& st, const KvView& kv, const floa
                                     float* out, float* lse_sampled, int n_threads, int64_t* keys_read) {
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
-  const int H = shape_.n_head, d = shape_.head_dim, G = H / shape_.n_kv_head;
-  if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
-  // Each thread takes a contiguous range of KV heads (no barrier inside the step).
-  const int n_kv = shape_.n_kv_head;
-#pragma omp parallel num_threads(n_threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int g0 = n_kv * t / nt, g1 = n_kv * (t + 1) / nt;
-    Scratch& s = scratch_[t];
-    const QueryCodes qc = query_codes(q, q_codes, g0, g1, s.qcodes_t);
-    for (int kvh = g0; kvh < g1; ++kvh)
-      attend_group(st, kv, kvh, q + static_cast<int64_t>(kvh) * G * d, out + static_cast<int64_t>(kvh) * G * d,
-                   qc.t + static_cast<int64_t>(kvh - g0) * G, qc.stride, keys_read + kvh * G,
-                   lse_sampled ? lse_sampled + kvh * G : nullptr, s);
-  }
-  const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
-  for (int h = 0; h < H; ++h) keys_read[h] += exact_prompt;
+  const int G = shape_.n_head / shape_.n_kv_head;
+  const int64_t gd = static_cast<int64_t>(G) * shape_.head_dim;
+  for_each_group(st, q, q_codes, n_threads, scratch_, keys_read,
+                 [&](int kvh, const uint16_t* codes_t, int64_t code_stride, Scratch& s) {
+                   attend_group(st, kv, kvh, q + kvh * gd, out + kvh * gd, codes_t, code_stride, keys_read + kvh * G,
+                                lse_sampled ? lse_sampled + kvh * G : nullptr, s);
+                 });
 }
 
 bool MagicPigAttention::exact_part(int layer, int64_t n_tokens, ExactPart* part) const {
@@ -246,6 +234,56 @@ bool MagicPigAttention::query_hashing(QueryHashing* h) const {
   return true;
 }
 
+void MagicPigAttention::begin_group(const LayerState& st, const KvView& kv, int kvh, const float* q,
+                                    const uint16_t* codes_t, int64_t code_stride, bool exact, GroupScratch& s) const {
+  const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
+  if (exact) {
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    s.st_exact.assign(G, PartialSoftmax{});
+    s.acc_exact.assign(static_cast<size_t>(G) * d, 0.0f);
+    const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
+    for (const auto& r : ranges)
+      if (r[1] > r[0])
+        attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa_);
+  }
+  s.qcodes.resize(static_cast<size_t>(G) * L);
+  for (int g = 0; g < G; ++g)
+    for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = codes_t[t * code_stride + g];
+}
+
+// One walk scores the candidates' keys and fetches their key norms beside them; the correction
+// needs |q| and q.mean besides (the keys were hashed centred).
+sampled::Walk MagicPigAttention::score_candidates(const HeadState& hs, const KvView& kv, int kvh, const float* qg,
+                                                  int64_t m, const lsh::SamplingCorrection& corr,
+                                                  std::vector<float>* raw, GroupScratch& s) const {
+  const int d = shape_.head_dim;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  s.s.resize(static_cast<size_t>(m));
+  s.kn.resize(static_cast<size_t>(m));
+  sampled::Walk walk;
+  walk.pos = s.pos.data();
+  walk.n = m;
+  walk.base = kv.key(kvh, 0);
+  walk.side = hs.key_norm.data();
+  walk.gathered = s.kn.data();
+  sampled::score_walk(kv.dtype, walk, qg, d, s.s.data(), isa_);
+  walk.side = nullptr;
+  walk.base = kv.value(kvh, 0);
+  double qq = 0, qmd = 0;
+  for (int i = 0; i < d; ++i) {
+    const double x = qg[i];
+    qq += x * x;
+    qmd += x * hs.mean[i];
+  }
+  float* sg = s.s.data();
+  if (raw) {
+    raw->resize(static_cast<size_t>(m));
+    for (int64_t i = 0; i < m; ++i) (*raw)[i] = sg[i] * scale;  // as logits() computes them
+  }
+  corr.logits(sg, s.kn.data(), m, static_cast<float>(std::sqrt(qq)), static_cast<float>(qmd), scale, sg, isa_);
+  return walk;
+}
+
 // The G query heads of KV head kvh (q, out: G consecutive heads). Exact part over
 // [0, off_begin) u [off_end, n_prompt) u [hashed_end, n_tokens); sampled part over each head's
 // candidates with logits q.k/sqrt(d) - ln(u + 1e-4). The group shares its tables and its
@@ -258,62 +296,26 @@ void MagicPigAttention::attend_group(const LayerState& st, const KvView& kv, int
                                      float* lse_sampled, Scratch& s) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
   const HeadState& hs = st.heads[kvh];
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  const Isa isa = isa_;
-  const size_t gd = static_cast<size_t>(G) * d;
-
-  // Exact part: all G heads as rows of one online-softmax pass per range.
-  s.st_exact.assign(G, PartialSoftmax{});
-  s.acc_exact.assign(gd, 0.0f);
-  const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
-  if (!lse_sampled)
-    for (const auto& r : ranges)
-      if (r[1] > r[0])
-        attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa);
-
-  // Query codes, transposed to [g][t] for retrieve.
-  s.qcodes.resize(static_cast<size_t>(G) * L);
-  for (int g = 0; g < G; ++g)
-    for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = codes_t[t * code_stride + g];
-  const uint16_t* qcodes = s.qcodes.data();
+  begin_group(st, kv, kvh, q, codes_t, code_stride, /*exact=*/!lse_sampled, s);
 
   // Sampled part, one head at a time: its candidates (sorted positions colliding in >= threshold
   // tables), then (sampled_walk.h) its candidates' keys are scored in one walk, the logits get
   // the sampling correction and one softmax, and a second walk adds the weighted values.
   s.st_sampled.assign(G, PartialSoftmax{});
-  s.acc_sampled.assign(gd, 0.0f);
-  const float* knorm = hs.key_norm.data();
+  s.acc_sampled.assign(static_cast<size_t>(G) * d, 0.0f);
   s.pos.resize(static_cast<size_t>((hs.tables.max_position() + 63) / 64 * 64));
   for (int g = 0; g < G; ++g) {
-    const int64_t m = hs.tables.retrieve(qcodes + static_cast<size_t>(g) * L, static_cast<uint32_t>(cfg_.threshold),
-                                         s.counts, s.pos.data(), isa);
+    const int64_t m = hs.tables.retrieve(s.qcodes.data() + static_cast<size_t>(g) * L,
+                                         static_cast<uint32_t>(cfg_.threshold), s.counts, s.pos.data(), isa_);
     if (record_) recorded_[kvh * G + g].assign(s.pos.begin(), s.pos.begin() + m);
     n_cand[g] = m;
     if (m == 0) continue;
-    sampled::Walk walk;
-    walk.pos = s.pos.data();
-    walk.n = m;
-    s.s.resize(static_cast<size_t>(m));
-    s.kn.resize(static_cast<size_t>(m));
-    const float* qg = q + static_cast<size_t>(g) * d;
-    walk.base = kv.key(kvh, 0);
-    walk.side = knorm;  // the candidates' key norms come with their rows
-    walk.gathered = s.kn.data();
-    sampled::score_walk(kv.dtype, walk, qg, d, s.s.data(), isa);
-    walk.side = nullptr;
-    double qq = 0, qmd = 0;
-    for (int i = 0; i < d; ++i) {
-      const double x = qg[i];
-      qq += x * x;
-      qmd += x * hs.mean[i];
-    }
+    const sampled::Walk walk = score_candidates(hs, kv, kvh, q + static_cast<size_t>(g) * d, m, *corr_, nullptr, s);
     float* sg = s.s.data();
-    corr_->logits(sg, s.kn.data(), m, static_cast<float>(std::sqrt(qq)), static_cast<float>(qmd), scale, sg, isa);
     PartialSoftmax& ps = s.st_sampled[g];
     ps.m = blk::max_of(sg, m);
-    ps.l = blk::exp_shift_sum(sg, m, ps.m, isa);
-    walk.base = kv.value(kvh, 0);
-    sampled::accumulate_walk(kv.dtype, walk, sg, d, s.acc_sampled.data() + static_cast<size_t>(g) * d, isa);
+    ps.l = blk::exp_shift_sum(sg, m, ps.m, isa_);
+    sampled::accumulate_walk(kv.dtype, walk, sg, d, s.acc_sampled.data() + static_cast<size_t>(g) * d, isa_);
   }
   if (lse_sampled) {
     for (int g = 0; g < G; ++g) {

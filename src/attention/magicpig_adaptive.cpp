@@ -2,8 +2,6 @@
 // bound meets eps (magicpig_adaptive_impl.h; docs/attention.md "magicpig-adaptive").
 #include "attention/magicpig_adaptive.h"
 
-#include <omp.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -62,7 +60,7 @@ std::span<const HeadBound> MagicPigAdaptiveAttention::last_bounds() const {
 void MagicPigAdaptiveAttention::attend_sparse(int layer, const KvView& kv, const float* q, float* out,
                                               int n_threads, int64_t* keys_read) {
   LayerState& st = layers_[layer];
-  const int H = shape_.n_head, d = shape_.head_dim, G = H / shape_.n_kv_head, n_kv = shape_.n_kv_head;
+  const int H = shape_.n_head, d = shape_.head_dim, G = H / shape_.n_kv_head;
   last_.assign(H, HeadBound{});
   last_valid_ = true;
   if (!st.sampled()) {  // nothing offloaded (short prompt): exact over everything
@@ -76,25 +74,13 @@ void MagicPigAdaptiveAttention::attend_sparse(int layer, const KvView& kv, const
   const int64_t hashed_before = st.hashed_end;
   insert_generated(st, kv, n_threads);
   if (st.hashed_end > hashed_before) add_value_norms(layer, kv, hashed_before, st.hashed_end);
-  if (static_cast<int>(ascratch_.size()) < n_threads) ascratch_.resize(n_threads);
-  // As magicpig: each thread takes a contiguous range of KV heads and hashes their queries in
-  // one pass over the projection (query_codes).
-#pragma omp parallel num_threads(n_threads)
-  {
-    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
-    const int g0 = n_kv * t / nt, g1 = n_kv * (t + 1) / nt;
-    AScratch& s = ascratch_[t];
-    const QueryCodes qc = query_codes(q, nullptr, g0, g1, s.qcodes_t);
-    for (int kvh = g0; kvh < g1; ++kvh)
-      attend_group_adaptive(layer, kv, kvh, q + static_cast<int64_t>(kvh) * G * d,
-                            out + static_cast<int64_t>(kvh) * G * d, qc.t + static_cast<int64_t>(kvh - g0) * G,
-                            qc.stride, keys_read + kvh * G, s);
-  }
-  const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
-  for (int h = 0; h < H; ++h) {
-    keys_read[h] += exact_prompt;
-    last_[h].keys_read = keys_read[h];
-  }
+  for_each_group(st, q, nullptr, n_threads, ascratch_, keys_read,
+                 [&](int kvh, const uint16_t* codes_t, int64_t code_stride, AScratch& s) {
+                   attend_group_adaptive(layer, kv, kvh, q + static_cast<int64_t>(kvh) * G * d,
+                                         out + static_cast<int64_t>(kvh) * G * d, codes_t, code_stride,
+                                         keys_read + kvh * G, s);
+                 });
+  for (int h = 0; h < H; ++h) last_[h].keys_read = keys_read[h];
 }
 
 // The exact part (one pass for the G heads of the group, as magicpig), then per head: estimate
@@ -105,16 +91,7 @@ void MagicPigAdaptiveAttention::attend_group_adaptive(int layer, const KvView& k
                                                       int64_t* n_read, AScratch& s) {
   const LayerState& st = layers_[layer];
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, L = cfg_.lsh_l;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  s.st_exact.assign(G, PartialSoftmax{});
-  s.acc_exact.assign(static_cast<size_t>(G) * d, 0.0f);
-  const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
-  for (const auto& r : ranges)
-    if (r[1] > r[0])
-      attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st_exact.data(), s.acc_exact.data(), s.rows, isa_);
-  s.qcodes.resize(static_cast<size_t>(G) * L);
-  for (int g = 0; g < G; ++g)
-    for (int t = 0; t < L; ++t) s.qcodes[static_cast<size_t>(g) * L + t] = codes_t[t * code_stride + g];
+  begin_group(st, kv, kvh, q, codes_t, code_stride, /*exact=*/true, s);
 
   const int top_lsh = ladder_->exact() - 1;
   for (int g = 0; g < G; ++g) {
@@ -183,7 +160,6 @@ MagicPigAdaptiveAttention::Estimate MagicPigAdaptiveAttention::sample_rung(int l
                                                                            const uint16_t* qcodes, AScratch& s) {
   const LayerState& st = layers_[layer];
   const int d = shape_.head_dim;
-  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const HeadState& hs = st.heads[kvh];
   const Rung& r = ladder_->rung(rung);
   Estimate e;
@@ -194,24 +170,9 @@ MagicPigAdaptiveAttention::Estimate MagicPigAdaptiveAttention::sample_rung(int l
                                        r.tables);
   e.n_cand = m;
   if (m == 0) return e;
-  for (auto* v : {&s.s, &s.raw, &s.c, &s.a, &s.kn, &s.vn}) v->resize(static_cast<size_t>(m));
-  sampled::Walk walk;
-  walk.pos = s.pos.data();
-  walk.n = m;
-  walk.base = kv.key(kvh, 0);
-  walk.side = hs.key_norm.data();
-  walk.gathered = s.kn.data();
-  sampled::score_walk(kv.dtype, walk, qg, d, s.s.data(), isa_);
-  walk.side = nullptr;
-  double qq = 0, qmd = 0;
-  for (int i = 0; i < d; ++i) {
-    qq += static_cast<double>(qg[i]) * qg[i];
-    qmd += static_cast<double>(qg[i]) * hs.mean[i];
-  }
+  for (auto* v : {&s.c, &s.a, &s.vn}) v->resize(static_cast<size_t>(m));
+  const sampled::Walk walk = score_candidates(hs, kv, kvh, qg, m, ladder_->correction(rung), &s.raw, s);
   float* sg = s.s.data();
-  for (int64_t i = 0; i < m; ++i) s.raw[i] = sg[i] * scale;  // the uncorrected logits, as logits() computes them
-  ladder_->correction(rung).logits(sg, s.kn.data(), m, static_cast<float>(std::sqrt(qq)), static_cast<float>(qmd),
-                                   scale, sg, isa_);
   // c_i = exp(raw_i - corrected_i) = u_i + floor: the probability behind each weight.
   for (int64_t i = 0; i < m; ++i) s.c[i] = s.raw[i] - sg[i];
   blk::exp_shift_sum(s.c.data(), static_cast<int>(m), 0.0f, isa_);
@@ -223,7 +184,6 @@ MagicPigAdaptiveAttention::Estimate MagicPigAdaptiveAttention::sample_rung(int l
   double a1 = 0;
   const double a0 = adaptive::variance_weights(sg, s.c.data(), s.vn.data(), m, lsh::SamplingCorrection::kEpsilon,
                                                s.a.data(), &a1);
-  walk.base = kv.value(kvh, 0);
   s.acc_s.assign(d, 0.0f);
   s.acc_b.assign(d, 0.0f);
   sampled::accumulate_walk(kv.dtype, walk, sg, d, s.acc_s.data(), isa_);

@@ -65,14 +65,9 @@ class MagicPigAdaptiveAttention final : public MagicPigAttention, public BoundRe
   double credit(int layer, int head) const { return credit_[layer][head]; }
 
  private:
-  struct AScratch {
-    lsh::CollisionCounts counts;
-    std::vector<uint16_t> qcodes_t, qcodes;
-    std::vector<uint32_t> pos;
-    std::vector<float> s, raw, c, a, kn, vn;  // per candidate
-    std::vector<float> acc_exact, acc_s, acc_b, o;
-    std::vector<PartialSoftmax> st_exact;
-    RowsScratch rows;
+  struct AScratch : GroupScratch {
+    std::vector<float> raw, c, a, vn;  // per candidate
+    std::vector<float> acc_s, acc_b, o;
   };
   struct Estimate {
     PartialSoftmax merged;

@@ -2,12 +2,15 @@
 // its projection, centring means and candidate sets, and so that magicpig-adaptive can reuse its
 // tables and exact part (magicpig_adaptive_impl.h). Not for use by the engine.
 #pragma once
+#include <omp.h>
+
 #include <cstdint>
 #include <memory>
 #include <vector>
 
 #include "attention/baselines.h"
 #include "attention/kernels/exact_rows.h"
+#include "attention/kernels/sampled_walk.h"
 #include "attention/lsh/lsh.h"
 #include "attention/policy.h"
 
@@ -61,15 +64,20 @@ class MagicPigAttention : public LayeredPolicy {
     std::vector<HeadState> heads;
     bool sampled() const { return off_end > off_begin; }
   };
-  struct Scratch {
+  // A decode thread's buffers for one KV head group at a time (begin_group, score_candidates).
+  struct GroupScratch {
     lsh::CollisionCounts counts;
     std::vector<uint16_t> qcodes_t;  // query codes of the thread's groups: [L][its query heads]
     std::vector<uint16_t> qcodes;    // one group's: [G][L]
     std::vector<uint32_t> pos;          // one head's candidates, sorted
     std::vector<float> s, kn;           // its logits, then weights; its candidates' key norms
-    std::vector<float> acc_exact, acc_sampled;
-    std::vector<PartialSoftmax> st_exact, st_sampled;
+    std::vector<float> acc_exact;       // the group's exact part: [G][head_dim], unnormalised
+    std::vector<PartialSoftmax> st_exact;
     RowsScratch rows;
+  };
+  struct Scratch : GroupScratch {
+    std::vector<float> acc_sampled;
+    std::vector<PartialSoftmax> st_sampled;
   };
 
   // The query codes of the query heads of KV heads [g0, g1) as [table][query head] with a row
@@ -82,6 +90,24 @@ class MagicPigAttention : public LayeredPolicy {
   };
   QueryCodes query_codes(const float* q, const uint16_t* q_codes, int g0, int g1,
                          std::vector<uint16_t>& scratch) const;
+  // Runs a sampled layer's step over its KV head groups: each thread takes a contiguous range
+  // of KV heads (no barrier inside the step), hashes their queries (query_codes, q_codes may be
+  // null) and calls group(kvh, codes_t, code_stride, scratch) for each; keys_read then gets
+  // the exact prompt positions added to what the groups counted.
+  template <class ThreadScratch, class Group>
+  void for_each_group(const LayerState& st, const float* q, const uint16_t* q_codes, int n_threads,
+                      std::vector<ThreadScratch>& scratch, int64_t* keys_read, const Group& group) const;
+  // The start of a group's step: with `exact`, its exact part for all G heads as rows of one
+  // online-softmax pass per range (into s.st_exact, s.acc_exact); always its query codes
+  // (codes_t[t * code_stride + g]) transposed to [head][table] for retrieve (into s.qcodes).
+  void begin_group(const LayerState& st, const KvView& kv, int kvh, const float* q, const uint16_t* codes_t,
+                   int64_t code_stride, bool exact, GroupScratch& s) const;
+  // Query head qg's candidates (s.pos[0, m), m > 0) scored in one walk over their keys: s.s gets
+  // their logits corrected by `corr`, s.kn their key norms, raw (when not null) the logits
+  // q.k/sqrt(d) before correction. Returns the walk, set to go over the candidates' values.
+  sampled::Walk score_candidates(const HeadState& hs, const KvView& kv, int kvh, const float* qg, int64_t m,
+                                 const lsh::SamplingCorrection& corr, std::vector<float>* raw, GroupScratch& s) const;
+
   // False in a subclass whose estimate needs the exact part itself (magicpig-adaptive): it then
   // has no exact_part / attend_sampled split.
   virtual bool samples_alone() const { return true; }
@@ -108,5 +134,23 @@ class MagicPigAttention : public LayeredPolicy {
   SumReducer reduce_;  // context parallelism: the centring mean over every shard (policy.h)
   std::vector<std::vector<uint32_t>> recorded_;
 };
+
+template <class ThreadScratch, class Group>
+void MagicPigAttention::for_each_group(const LayerState& st, const float* q, const uint16_t* q_codes, int n_threads,
+                                       std::vector<ThreadScratch>& scratch, int64_t* keys_read,
+                                       const Group& group) const {
+  const int n_kv = shape_.n_kv_head, G = shape_.n_head / n_kv;
+  if (static_cast<int>(scratch.size()) < n_threads) scratch.resize(n_threads);
+#pragma omp parallel num_threads(n_threads)
+  {
+    const int t = omp_get_thread_num(), nt = omp_get_num_threads();
+    const int g0 = n_kv * t / nt, g1 = n_kv * (t + 1) / nt;
+    ThreadScratch& s = scratch[t];
+    const QueryCodes qc = query_codes(q, q_codes, g0, g1, s.qcodes_t);
+    for (int kvh = g0; kvh < g1; ++kvh) group(kvh, qc.t + static_cast<int64_t>(kvh - g0) * G, qc.stride, s);
+  }
+  const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
+  for (int h = 0; h < shape_.n_head; ++h) keys_read[h] += exact_prompt;
+}
 
 }  // namespace mp::attn
