@@ -5,55 +5,12 @@
 #include <set>
 
 #include "common/error.h"
+#include "gguf/header_encoder.h"
 
 namespace mp::convert {
 namespace {
 
 using gguf::ValueType;
-
-template <typename T>
-void put(std::vector<uint8_t>& out, T v) {
-  const size_t at = out.size();
-  out.resize(at + sizeof(T));
-  std::memcpy(out.data() + at, &v, sizeof(T));  // x86-64 is little-endian like the format
-}
-
-void put_string(std::vector<uint8_t>& out, const std::string& s) {
-  put<uint64_t>(out, s.size());
-  out.insert(out.end(), s.begin(), s.end());
-}
-
-void put_scalar(std::vector<uint8_t>& out, ValueType t, int64_t i, double f) {
-  switch (t) {
-    case ValueType::UINT8: case ValueType::BOOL: put<uint8_t>(out, uint8_t(i)); break;
-    case ValueType::INT8: put<int8_t>(out, int8_t(i)); break;
-    case ValueType::UINT16: put<uint16_t>(out, uint16_t(i)); break;
-    case ValueType::INT16: put<int16_t>(out, int16_t(i)); break;
-    case ValueType::UINT32: put<uint32_t>(out, uint32_t(i)); break;
-    case ValueType::INT32: put<int32_t>(out, int32_t(i)); break;
-    case ValueType::UINT64: put<uint64_t>(out, uint64_t(i)); break;
-    case ValueType::INT64: put<int64_t>(out, i); break;
-    case ValueType::FLOAT32: put<float>(out, float(f)); break;
-    case ValueType::FLOAT64: put<double>(out, f); break;
-    default: throw Error("gguf stream writer: unexpected scalar type");
-  }
-}
-
-void put_value(std::vector<uint8_t>& out, const gguf::Value& v) {
-  put<uint32_t>(out, uint32_t(v.type));
-  if (v.type == ValueType::STRING) {
-    put_string(out, v.s);
-  } else if (v.type == ValueType::ARRAY) {
-    check(v.elem != ValueType::ARRAY, "gguf stream writer: nested arrays are not supported");
-    put<uint32_t>(out, uint32_t(v.elem));
-    put<uint64_t>(out, v.array_size());
-    for (const std::string& s : v.strs) put_string(out, s);
-    for (int64_t i : v.ints) put_scalar(out, v.elem, i, 0);
-    for (double f : v.floats) put_scalar(out, v.elem, 0, f);
-  } else {
-    put_scalar(out, v.type, v.i, v.f);
-  }
-}
 
 uint64_t align_up(uint64_t x) {
   return (x + GgufStreamWriter::kAlignment - 1) / GgufStreamWriter::kAlignment * GgufStreamWriter::kAlignment;
@@ -114,24 +71,10 @@ void GgufStreamWriter::begin(const std::string& path) {
   check(!out_, "gguf stream writer: begin called twice");
   path_ = path;
   tmp_ = path + ".tmp";
-  std::vector<uint8_t> h;
-  put<uint32_t>(h, 0x46554747u);  // "GGUF"
-  put<uint32_t>(h, 3);
-  put<uint64_t>(h, tensors_.size());
-  put<uint64_t>(h, kv_.size());
-  for (const auto& [k, v] : kv_) {
-    put_string(h, k);
-    put_value(h, v);
-  }
-  uint64_t off = 0;
-  for (const StreamTensor& t : tensors_) {
-    put_string(h, t.name);
-    put<uint32_t>(h, uint32_t(t.shape.size()));
-    for (int64_t d : t.shape) put<uint64_t>(h, uint64_t(d));
-    put<uint32_t>(h, uint32_t(t.type));
-    put<uint64_t>(h, off);
-    off = align_up(off + t.nbytes());
-  }
+  gguf::HeaderEncoder header(tensors_.size(), kv_.size(), kAlignment, "gguf stream writer");
+  for (const auto& [k, v] : kv_) header.add(k, v);
+  for (const StreamTensor& t : tensors_) header.add(t.name, t.type, t.shape, t.nbytes());
+  std::vector<uint8_t> h = std::move(header.bytes());
   h.resize(align_up(h.size()), 0);
   out_ = std::fopen(tmp_.c_str(), "wb");
   check(out_ != nullptr, "cannot create " + tmp_ + ": " + std::strerror(errno));

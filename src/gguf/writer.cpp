@@ -7,23 +7,10 @@
 
 #include "common/error.h"
 #include "gguf/gguf.h"
+#include "gguf/header_encoder.h"
 
 namespace mp::gguf {
 namespace {
-
-constexpr uint32_t kVersion = 3;
-
-template <typename T>
-void put(std::vector<uint8_t>& out, T v) {
-  const size_t at = out.size();
-  out.resize(at + sizeof(T));
-  std::memcpy(out.data() + at, &v, sizeof(T));  // x86-64 is little-endian like the format
-}
-
-void put_string(std::vector<uint8_t>& out, const std::string& s) {
-  put<uint64_t>(out, s.size());
-  out.insert(out.end(), s.begin(), s.end());
-}
 
 void pad_to(std::vector<uint8_t>& out, uint64_t alignment) {
   out.resize((out.size() + alignment - 1) / alignment * alignment, 0);
@@ -53,42 +40,6 @@ void check_int(const std::string& key, ValueType t, int64_t v) {
 }
 
 bool valid_type(ValueType t) { return static_cast<uint32_t>(t) <= static_cast<uint32_t>(ValueType::FLOAT64); }
-
-void put_int(std::vector<uint8_t>& out, ValueType t, int64_t v) {
-  switch (t) {
-    case ValueType::UINT8: case ValueType::BOOL: put<uint8_t>(out, static_cast<uint8_t>(v)); break;
-    case ValueType::INT8: put<int8_t>(out, static_cast<int8_t>(v)); break;
-    case ValueType::UINT16: put<uint16_t>(out, static_cast<uint16_t>(v)); break;
-    case ValueType::INT16: put<int16_t>(out, static_cast<int16_t>(v)); break;
-    case ValueType::UINT32: put<uint32_t>(out, static_cast<uint32_t>(v)); break;
-    case ValueType::INT32: put<int32_t>(out, static_cast<int32_t>(v)); break;
-    case ValueType::UINT64: put<uint64_t>(out, static_cast<uint64_t>(v)); break;
-    case ValueType::INT64: put<int64_t>(out, v); break;
-    default: break;
-  }
-}
-
-void put_float(std::vector<uint8_t>& out, ValueType t, double v) {
-  if (t == ValueType::FLOAT32) put<float>(out, static_cast<float>(v));
-  else put<double>(out, v);
-}
-
-void put_value(std::vector<uint8_t>& out, const Value& v) {
-  put<uint32_t>(out, static_cast<uint32_t>(v.type));
-  if (v.type == ValueType::STRING) {
-    put_string(out, v.s);
-  } else if (v.type == ValueType::FLOAT32 || v.type == ValueType::FLOAT64) {
-    put_float(out, v.type, v.f);
-  } else if (v.type == ValueType::ARRAY) {
-    put<uint32_t>(out, static_cast<uint32_t>(v.elem));
-    put<uint64_t>(out, v.array_size());
-    for (const std::string& s : v.strs) put_string(out, s);
-    for (int64_t i : v.ints) put_int(out, v.elem, i);
-    for (double f : v.floats) put_float(out, v.elem, f);
-  } else {
-    put_int(out, v.type, v.i);
-  }
-}
 
 Value scalar_int(ValueType t, int64_t v) {
   Value x;
@@ -225,23 +176,10 @@ void Writer::add_tensor(const std::string& name, DType type, const std::vector<i
 }
 
 std::vector<uint8_t> Writer::header_bytes() const {
-  std::vector<uint8_t> out = {'G', 'G', 'U', 'F'};
-  put<uint32_t>(out, kVersion);
-  put<uint64_t>(out, tensors_.size());
-  put<uint64_t>(out, kv_.size());
-  for (const Entry& e : kv_) {
-    put_string(out, e.key);
-    put_value(out, e.value);
-  }
-  uint64_t offset = 0;
-  for (const Tensor& t : tensors_) {
-    put_string(out, t.name);
-    put<uint32_t>(out, static_cast<uint32_t>(t.shape.size()));
-    for (int64_t d : t.shape) put<uint64_t>(out, static_cast<uint64_t>(d));
-    put<uint32_t>(out, static_cast<uint32_t>(t.type));
-    put<uint64_t>(out, offset);
-    offset = (offset + t.data.size() + alignment_ - 1) / alignment_ * alignment_;
-  }
+  HeaderEncoder h(tensors_.size(), kv_.size(), alignment_, "gguf writer");
+  for (const Entry& e : kv_) h.add(e.key, e.value);
+  for (const Tensor& t : tensors_) h.add(t.name, t.type, t.shape, t.data.size());
+  std::vector<uint8_t> out = std::move(h.bytes());
   if (!tensors_.empty()) pad_to(out, alignment_);
   return out;
 }

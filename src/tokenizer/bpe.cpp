@@ -5,6 +5,7 @@
 #include <queue>
 
 #include "tokenizer/bpe.h"
+#include "tokenizer/symbol_merge.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab.h"
 
@@ -31,11 +32,6 @@ const ByteMap& byte_map() {
   return m;
 }
 
-struct Symbol {
-  int prev, next;
-  size_t start, n;
-};
-
 struct Bigram {
   int left, right;
   std::string text;
@@ -56,13 +52,7 @@ void encode_word(const Vocab& v, const std::string& word, std::vector<int32_t>& 
       return;
     }
   }
-  std::vector<Symbol> sym;
-  for (size_t off = 0; off < word.size();) {
-    const size_t n = std::min(utf8_len_from_lead(word[off]), word.size() - off);
-    const int idx = static_cast<int>(sym.size());
-    sym.push_back({idx - 1, off + n == word.size() ? -1 : idx + 1, off, n});
-    off += n;
-  }
+  std::vector<Symbol> sym = utf8_symbols(word);
   auto piece = [&](int i) { return std::string_view(word).substr(sym[i].start, sym[i].n); };
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramGreater> queue;
@@ -74,23 +64,10 @@ void encode_word(const Vocab& v, const std::string& word, std::vector<int32_t>& 
     if (it == v.merge_rank.end()) return;
     queue.push({left, right, std::string(piece(left)).append(piece(right)), it->second});
   };
-  for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = sym[b.left];
-    Symbol& r = sym[b.right];
-    if (l.n == 0 || r.n == 0) continue;
-    // Symbols are contiguous, so "left + right == text" is a byte-range comparison.
-    if (l.n + r.n != b.text.size() || l.next != b.right || word.compare(l.start, l.n + r.n, b.text) != 0) continue;
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[r.next].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
-  }
+  // Symbols are contiguous, so "left + right == text" is a byte-range comparison.
+  merge_symbols(sym, queue, try_add, [&](const Bigram& b, const Symbol& l, const Symbol& r) {
+    return l.n + r.n == b.text.size() && l.next == b.right && word.compare(l.start, l.n + r.n, b.text) == 0;
+  });
 
   for (int i = 0; i >= 0 && i < static_cast<int>(sym.size()); i = sym[i].next) {
     const int32_t id = v.find(piece(i));

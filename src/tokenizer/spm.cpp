@@ -4,16 +4,12 @@
 // is not one, as byte-fallback tokens <0xXX>.
 #include <queue>
 
+#include "tokenizer/symbol_merge.h"
 #include "tokenizer/utf8.h"
 #include "tokenizer/vocab.h"
 
 namespace mp::tok {
 namespace {
-
-struct Symbol {
-  int prev, next;
-  size_t start, n;  // byte range in the text; n == 0 once merged into the left neighbour
-};
 
 struct Bigram {
   int left, right;
@@ -39,14 +35,7 @@ int32_t byte_token(const Vocab& v, uint8_t b) {
 }  // namespace
 
 void spm_encode(const Vocab& v, std::string_view text, std::vector<int32_t>& out) {
-  std::vector<Symbol> sym;
-  sym.reserve(text.size());
-  for (size_t off = 0; off < text.size();) {
-    const size_t n = std::min(utf8_len_from_lead(text[off]), text.size() - off);
-    const int idx = static_cast<int>(sym.size());
-    sym.push_back({idx - 1, off + n == text.size() ? -1 : idx + 1, off, n});
-    off += n;
-  }
+  std::vector<Symbol> sym = utf8_symbols(text);
   if (sym.empty()) return;
 
   std::priority_queue<Bigram, std::vector<Bigram>, BigramLess> queue;
@@ -58,21 +47,8 @@ void spm_encode(const Vocab& v, std::string_view text, std::vector<int32_t>& out
     if (it == v.text_to_id.end()) return;
     queue.push({left, right, v.tokens[it->second].score, scratch.size()});
   };
-  for (int i = 1; i < static_cast<int>(sym.size()); ++i) try_add(i - 1, i);
-
-  while (!queue.empty()) {
-    const Bigram b = queue.top();
-    queue.pop();
-    Symbol& l = sym[b.left];
-    Symbol& r = sym[b.right];
-    if (l.n == 0 || r.n == 0 || l.n + r.n != b.size) continue;
-    l.n += r.n;
-    r.n = 0;
-    l.next = r.next;
-    if (r.next >= 0) sym[r.next].prev = b.left;
-    try_add(l.prev, b.left);
-    try_add(b.left, l.next);
-  }
+  merge_symbols(sym, queue, try_add,
+                [](const Bigram& b, const Symbol& l, const Symbol& r) { return l.n + r.n == b.size; });
 
   for (int i = 0; i != -1; i = sym[i].next) {
     const std::string_view piece = text.substr(sym[i].start, sym[i].n);

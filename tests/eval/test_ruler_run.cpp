@@ -48,6 +48,19 @@ struct RunFixture : ::testing::Test {
     opt.max_new = 6;
   }
   std::string jsonl() const { return opt.out_dir + "/predictions.jsonl"; }
+  // Sample 0 of niah_single_2 at the fixture's length and seed, 6 answer tokens a turn.
+  Sample niah_sample() const {
+    return generate_sample("niah_single_2", opt.lengths[0], 0, opt.seed, model->tokenizer, test::ruler_resources(), 6);
+  }
+  // Its prompt prefilled on one thread under exact attention, as a fork's base in run_ruler.
+  std::unique_ptr<Sequence> prefilled(const Sample& s) const {
+    SequenceOptions so;
+    so.n_ctx = opt.lengths[0];
+    so.n_threads = 1;
+    auto seq = std::make_unique<Sequence>(*model, so);
+    seq->prefill(s.prompt_tokens);
+    return seq;
+  }
 };
 
 TEST_F(RunFixture, WritesRecordsAndSummaryThenResumesWithoutWork) {
@@ -138,20 +151,16 @@ TEST_F(RunFixture, RecordsMatchAnIndependentGreedyDecode) {
   run_ruler(*model, test::ruler_resources(), opt);
   const auto recs = lines(jsonl());
   ASSERT_EQ(recs.size(), 1u);
-  const Sample s = generate_sample("niah_single_2", opt.lengths[0], 0, opt.seed, model->tokenizer, test::ruler_resources(), 6);
-  SequenceOptions so;
-  so.n_ctx = opt.lengths[0];
-  so.n_threads = 1;
-  Sequence seq(*model, so);
-  seq.prefill(s.prompt_tokens);
+  const Sample s = niah_sample();
+  const std::unique_ptr<Sequence> seq = prefilled(s);
   std::string text;
   for (int i = 0; i < s.max_new; ++i) {
-    const int32_t t = argmax(seq.logits());
+    const int32_t t = argmax(seq->logits());
     if (model->tokenizer.is_eog(t)) break;
     const std::string piece = model->tokenizer.token_to_piece(t);
     text += piece;
     if (piece.find('\n') != std::string::npos) break;
-    seq.step(t);
+    seq->step(t);
   }
   EXPECT_EQ(recs[0]["prediction"].get<std::string>(), text);
   EXPECT_DOUBLE_EQ(recs[0]["score"].get<double>(), string_match_all(text, s.references[0]));
@@ -161,24 +170,20 @@ TEST_F(RunFixture, RecordsMatchAnIndependentGreedyDecode) {
 // needle-trace answers through answer_turn too: its tokens are the greedy ones, each stepped
 // but the one that ended the turn, and its text spells them.
 TEST_F(RunFixture, AnswerTurnStepsEveryTokenButTheOneEndingTheTurn) {
-  const Sample s = generate_sample("niah_single_2", opt.lengths[0], 0, opt.seed, model->tokenizer, test::ruler_resources(), 6);
-  SequenceOptions so;
-  so.n_ctx = opt.lengths[0];
-  so.n_threads = 1;
-  Sequence seq(*model, so);
-  seq.prefill(s.prompt_tokens);
-  Sequence check_seq(*model, so);
-  check_seq.prefill(s.prompt_tokens);
-  const AnswerTurn a = answer_turn(seq, model->tokenizer, task_spec("niah_single_2"), s.max_new, false);
+  const Sample s = niah_sample();
+  std::unique_ptr<Sequence> seq = prefilled(s), check_seq = prefilled(s);
+  const AnswerTurn a = answer_turn(*seq, model->tokenizer, task_spec("niah_single_2"), s.max_new, false);
   ASSERT_LE(a.tokens.size(), size_t(s.max_new));
   EXPECT_EQ(a.steps, int64_t(a.tokens.size()) - (a.unstepped >= 0 ? 1 : 0));
-  if (a.unstepped >= 0) EXPECT_EQ(a.unstepped, a.tokens.back());
-  EXPECT_EQ(seq.n_tokens(), int64_t(s.prompt_tokens.size()) + a.steps);
+  if (a.unstepped >= 0) {
+    EXPECT_EQ(a.unstepped, a.tokens.back());
+  }
+  EXPECT_EQ(seq->n_tokens(), int64_t(s.prompt_tokens.size()) + a.steps);
   std::string bytes;
   for (size_t i = 0; i < a.tokens.size(); ++i) {
-    EXPECT_EQ(a.tokens[i], argmax(check_seq.logits()));
+    EXPECT_EQ(a.tokens[i], argmax(check_seq->logits()));
     bytes += model->tokenizer.token_to_piece(a.tokens[i]);
-    if (int64_t(i) < a.steps) check_seq.step(a.tokens[i]);
+    if (int64_t(i) < a.steps) check_seq->step(a.tokens[i]);
   }
   Utf8Stream utf8;
   EXPECT_EQ(a.text, utf8.push(bytes) + utf8.flush());

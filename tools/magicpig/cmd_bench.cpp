@@ -203,12 +203,10 @@ int cmd_bench(int argc, char** argv) {
   a.value({"-t", "--threads"}, "LIST", "thread counts (default: all cores)",
           [&](const std::string& v) { o.threads = parse_list<int>("-t", v, 1, 1024); });
   ParallelRunOptions par;
-  add_parallel_run_options(a, par);
   DeviceOptions dev;
-  add_device_options(a, dev);
+  add_decode_options(a, par, dev);
   if (!a.parse(argc, argv, 2)) return 0;
-  check(!dev.cuda() || !par.context_parallel, "--device cuda does not work with --context-parallel");
-  check_device_available(dev);
+  check_decode_options(par, dev);
   if (o.threads.empty()) o.threads = {default_threads()};
   if (par.context_parallel) {
     check(o.depth_fill == "prefill", "--depth-fill random does not work with --context-parallel (use prefill)");

@@ -9,6 +9,7 @@
 #include "common.h"
 #include "device_options.h"
 #include "run_parallel.h"
+#include "run_report.h"
 #include "common/error.h"
 #include "engine/prompt_cache.h"
 #include "engine/sampler.h"
@@ -90,12 +91,10 @@ int cmd_run(int argc, char** argv) {
   a.flag({"--prompt-cache-ro"}, "use --prompt-cache without updating the file", prompt_cache_ro);
   add_attention_options(a, ac);
   ParallelRunOptions par;
-  add_parallel_run_options(a, par);
   DeviceOptions dev;
-  add_device_options(a, dev);
+  add_decode_options(a, par, dev);
   if (!a.parse(argc, argv, 2)) return 0;
-  check(!dev.cuda() || !par.context_parallel, "--device cuda does not work with --context-parallel");
-  check_device_available(dev);
+  check_decode_options(par, dev);
 
   check(prompt.empty() || prompt_file.empty(), "give either -p or -f, not both");
   if (!prompt_file.empty()) {
@@ -135,13 +134,7 @@ int cmd_run(int argc, char** argv) {
     return run_context_parallel(*model, path, so, par, ids, sp, n_predict, ignore_eos);
   }
   std::unique_ptr<Sequence> seq = std::make_unique<Sequence>(*model, so);
-  check(int64_t(ids.size()) < seq->n_ctx(), "prompt is too long: " + std::to_string(ids.size()) +
-                                               " tokens do not fit the context of " + std::to_string(seq->n_ctx()) +
-                                               " (raise -c)");
-  if (n_predict < 0) n_predict = seq->n_ctx() - int64_t(ids.size());
-  check(int64_t(ids.size()) + n_predict <= seq->n_ctx(),
-        "prompt (" + std::to_string(ids.size()) + " tokens) + -n " + std::to_string(n_predict) +
-            " exceeds the context of " + std::to_string(seq->n_ctx()) + " tokens (raise -c or lower -n)");
+  n_predict = answer_tokens(int64_t(ids.size()), n_predict, seq->n_ctx());
   if (show_prompt) {
     std::fputs(text.c_str(), stdout);
     std::fflush(stdout);
@@ -223,13 +216,10 @@ int cmd_run(int argc, char** argv) {
                gpu ? ", decode on cuda" : "");
   std::fprintf(stderr, "load time   = %10.2f ms\n", load_s * 1e3);
   if (!rest.empty())
-    std::fprintf(stderr, "prompt eval = %10.2f ms / %5zu tokens (%8.2f ms per token, %9.2f tokens per second)\n",
-                 prompt_s * 1e3, rest.size(), prompt_s * 1e3 / double(rest.size()), double(rest.size()) / prompt_s);
+    print_token_rate("prompt eval", prompt_s, int64_t(rest.size()));
   else
     std::fprintf(stderr, "prompt eval = all %zu prompt tokens came from the prompt cache\n", ids.size());
-  if (generated > 0)
-    std::fprintf(stderr, "eval time   = %10.2f ms / %5lld tokens (%8.2f ms per token, %9.2f tokens per second)\n",
-                 gen_s * 1e3, (long long)generated, gen_s * 1e3 / double(generated), double(generated) / gen_s);
+  if (generated > 0) print_token_rate("eval time", gen_s, generated);
   std::fprintf(stderr, "keys read   = %10.4f of prompt keys per sparse layer-head-step (attention cost)\n",
                cost.fraction());
   std::fprintf(stderr, "memory      = KV %s (%s per token), attention tables %s, peak RSS %s\n",

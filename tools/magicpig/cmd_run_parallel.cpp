@@ -7,6 +7,7 @@
 #include "parallel/comm.h"
 #include "parallel/context_parallel.h"
 #include "run_parallel.h"
+#include "run_report.h"
 #include "tokenizer/tokenizer.h"
 
 namespace mp::cli {
@@ -46,13 +47,7 @@ int run(parallel::Comm& comm, const Model& model, const std::string& path, const
   po.seq.memory_budget.reset();
   po.rank_memory_limit = par.mem_limit;
   parallel::ContextParallelSequence seq(model, comm, po);
-  check(int64_t(ids.size()) < seq.n_ctx(), "prompt is too long: " + std::to_string(ids.size()) +
-                                              " tokens do not fit the context of " + std::to_string(seq.n_ctx()) +
-                                              " (raise -c)");
-  if (n_predict < 0) n_predict = seq.n_ctx() - int64_t(ids.size());
-  check(int64_t(ids.size()) + n_predict <= seq.n_ctx(),
-        "prompt (" + std::to_string(ids.size()) + " tokens) + -n " + std::to_string(n_predict) +
-            " exceeds the context of " + std::to_string(seq.n_ctx()) + " tokens (raise -c or lower -n)");
+  n_predict = answer_tokens(int64_t(ids.size()), n_predict, seq.n_ctx());
   if (lead)
     std::fprintf(stderr, "context parallel: %d ranks, shards of %lld tokens (context %lld); prompt of %zu tokens on ranks 0-%d\n",
                  comm.size(), (long long)seq.plan().shard_tokens, (long long)seq.n_ctx(), ids.size(),
@@ -88,11 +83,8 @@ int run(parallel::Comm& comm, const Model& model, const std::string& path, const
   if (!lead) return 0;
   std::fprintf(stderr, "\nmagicpig: model %s (%d layers), attention %s, %d ranks x %d threads\n", path.c_str(),
                model.hp.n_layer, so.attention.name.c_str(), comm.size(), so.n_threads);
-  std::fprintf(stderr, "prompt eval = %10.2f ms / %5zu tokens (%8.2f ms per token, %9.2f tokens per second)\n",
-               prompt_s * 1e3, ids.size(), prompt_s * 1e3 / double(ids.size()), double(ids.size()) / prompt_s);
-  if (generated > 0)
-    std::fprintf(stderr, "eval time   = %10.2f ms / %5lld tokens (%8.2f ms per token, %9.2f tokens per second)\n",
-                 gen_s * 1e3, (long long)generated, gen_s * 1e3 / double(generated), double(generated) / gen_s);
+  print_token_rate("prompt eval", prompt_s, int64_t(ids.size()));
+  if (generated > 0) print_token_rate("eval time", gen_s, generated);
   std::fprintf(stderr, "keys read   = %10.4f of prompt keys per sparse layer-head-step (attention cost, all ranks)\n",
                cost.fraction());
   std::fprintf(stderr, "memory      = rank 0: KV %s, attention tables %s, peak RSS %s\n",

@@ -4,11 +4,13 @@
 #include <string>
 #include <vector>
 
+#include "run_parallel.h"
 #include "backends/cuda/cuda_probe.h"
 #include "common/error.h"
 #include "engine/sequence.h"
 
 namespace mp::cli {
+namespace {
 
 void add_device_options(Args& a, DeviceOptions& o) {
   a.value({"--device"}, "DEV",
@@ -31,6 +33,8 @@ void add_device_options(Args& a, DeviceOptions& o) {
           [&o](const std::string& v) { o.gpu_mem_limit = parse_bytes("--gpu-mem-limit", v); });
 }
 
+// With --device cuda: this build has CUDA and the device exists, so that a run fails before
+// loading the model.
 void check_device_available(const DeviceOptions& o) {
   if (!o.cuda()) return;
   check(cuda::compiled(), "--device cuda: this build has no CUDA support (configure with -DMAGICPIG_CUDA=ON where "
@@ -40,6 +44,19 @@ void check_device_available(const DeviceOptions& o) {
   check(!devs.empty(), "--device cuda: no CUDA device is usable (" + why + ")");
   check(o.index < int(devs.size()), "--device cuda:" + std::to_string(o.index) + ": there are " +
                                         std::to_string(devs.size()) + " CUDA devices");
+}
+
+}  // namespace
+
+void add_decode_options(Args& a, ParallelRunOptions& par, DeviceOptions& dev) {
+  add_parallel_run_options(a, par);
+  add_device_options(a, dev);
+}
+
+// The context-parallel ranks decode on their CPUs.
+void check_decode_options(const ParallelRunOptions& par, const DeviceOptions& dev) {
+  check(!dev.cuda() || !par.context_parallel, "--device cuda does not work with --context-parallel");
+  check_device_available(dev);
 }
 
 size_t parse_bytes(const std::string& flag, const std::string& s) {

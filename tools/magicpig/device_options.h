@@ -15,6 +15,8 @@ struct SequenceOptions;
 
 namespace mp::cli {
 
+struct ParallelRunOptions;  // run_parallel.h
+
 struct DeviceOptions {
   std::string device = "cpu";  // "cpu" or "cuda"
   int index = 0;               // cuda:N
@@ -22,11 +24,12 @@ struct DeviceOptions {
   bool cuda() const { return device == "cuda"; }
 };
 
-void add_device_options(Args& a, DeviceOptions& o);
-
-// With --device cuda: throws mp::Error unless this build has CUDA and the device exists, so
-// a run fails before loading the model.
-void check_device_available(const DeviceOptions& o);
+// run and bench decode on one device or over the ranks of an MPI job, not both: the options
+// of each (add_parallel_run_options, then --device and --gpu-mem-limit), and after parsing the
+// check (mp::Error) that not both were asked for and, with --device cuda, that this build has
+// CUDA and the device exists, so that a run fails before loading the model.
+void add_decode_options(Args& a, ParallelRunOptions& par, DeviceOptions& dev);
+void check_decode_options(const ParallelRunOptions& par, const DeviceOptions& dev);
 
 // "24G", "512M", "1536K" (powers of 1024) or plain bytes; errors name the flag.
 size_t parse_bytes(const std::string& flag, const std::string& s);
