@@ -8,6 +8,7 @@
 #include <deque>
 #include <exception>
 #include <fstream>
+#include <limits>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -301,6 +302,16 @@ void Sequence::prefill_and_finish(std::span<const int32_t> tokens, bool all_logi
   if (error) std::rethrow_exception(error);
   cache_.mark_prompt_end();
   prompt_finished_ = true;
+}
+
+void Sequence::ExternalStep::record(int32_t token, const float* logits) const {
+  s_.logits_.assign(logits, logits + s_.n_vocab_);
+  s_.tokens_.push_back(token);
+}
+
+void Sequence::ExternalStep::record_token_only(int32_t token) const {
+  s_.logits_.assign(size_t(s_.n_vocab_), std::numeric_limits<float>::quiet_NaN());
+  s_.tokens_.push_back(token);
 }
 
 void Sequence::step(int32_t token) {

@@ -97,8 +97,32 @@ class Sequence {
   void restore_prompt(std::span<const int32_t> tokens, std::span<const float> last_logits,
                       const std::function<void(KvCache&)>& write_kv);
 
+  // What code that runs decode steps outside step() may reach: step_batch (engine/batch.cpp)
+  // and cuda::CudaDecoder (backends/cuda) run the forward pass of several sequences at once.
+  // They write the step's K/V into the cache (the CUDA decoder also moves the K/V of the layers
+  // a device holds out on attach and back on detach), drive the policy (attend, or exact_part /
+  // attend_sampled when a device attends the exact part), and end the step with record().
+  // Options, memory reservation, CPU backend and prompt state stay private.
+  class ExternalStep {
+   public:
+    KvCache& cache() const { return s_.cache_; }
+    attn::SequenceAttention& policy() const { return *s_.policy_; }
+    // Ends the step: the logits (n_vocab floats) become logits() and the token joins tokens().
+    void record(int32_t token, const float* logits) const;
+    // Ends a step whose logits stayed on a device (greedy sampling there): logits() reads NaN
+    // rather than the previous step's.
+    void record_token_only(int32_t token) const;
+
+   private:
+    friend class Sequence;
+    explicit ExternalStep(Sequence& s) : s_(s) {}
+    Sequence& s_;
+  };
+  // Advancing the cache's n_tokens past the written K/V is the caller's part (as forward_decode
+  // does for step()).
+  ExternalStep external_step() { return ExternalStep(*this); }
+
  private:
-  friend struct SequenceStepAccess;  // engine/sequence_step_access.h: batched and GPU decode steps
   Sequence(const Sequence& other, int);  // fork
   void prefill_impl(std::span<const int32_t> tokens, bool all_logits,
                     const std::function<void(int64_t, int64_t)>& progress,

@@ -1,5 +1,7 @@
 // The seam between the model graph and the hardware that runs its linear layers. The model
-// code only calls Backend::linear; a CUDA backend can be added later beside CpuBackend.
+// code only calls Backend::linear. The CUDA decoder (backends/cuda) does not sit behind it: a
+// per-layer call on host pointers would move every activation across PCIe, so it runs the
+// whole decode step on the device (docs/cuda.md).
 #pragma once
 #include <cstdint>
 #include <span>

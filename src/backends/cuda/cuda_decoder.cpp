@@ -17,7 +17,6 @@
 #include "backends/cuda/exact_window.h"
 #include "common/error.h"
 #include "engine/sequence.h"
-#include "engine/sequence_step_access.h"
 #include "model/forward.h"
 #include "model/layer_step.h"
 #include "model/model.h"
@@ -27,8 +26,6 @@ namespace mp {
 namespace cuda {
 
 namespace {
-
-using A = SequenceStepAccess;
 
 void check_supported(const HParams& hp) {
   const bool plain = hp.arch != "gemma3" && !hp.qk_norm && !hp.post_norms && hp.sliding_window == 0 &&
@@ -175,11 +172,11 @@ struct CudaDecoder::Impl {
     const float *hq = h_q.as<float>(), *hk = h_k.as<float>(), *hv = h_v.as<float>();
     float* hatt = h_att.as<float>();
     auto one = [&](int i, int threads) {
-      KvCache& cache = A::cache(*seqs[i]);
+      KvCache& cache = seqs[i]->external_step().cache();
       cache.write(l, positions[i], hk + size_t(i) * kd, hv + size_t(i) * kd);
       KvView view = cache.view(l);
       view.n_tokens = positions[i] + 1;
-      A::policy(*seqs[i]).attend(l, view, hq + size_t(i) * qd, hatt + size_t(i) * qd, threads);
+      seqs[i]->external_step().policy().attend(l, view, hq + size_t(i) * qd, hatt + size_t(i) * qd, threads);
     };
     detail::for_each_sequence(n, opt.n_threads, one);
     copy_to_device_async(att.data(), h_att.data(), size_t(n) * qd * sizeof(float), s);
@@ -207,7 +204,7 @@ struct CudaDecoder::Impl {
       const int64_t n_tokens = positions[size_t(i)] + 1;
       attn::ExactPart part;
       int64_t rows = -1;
-      if (A::policy(*seqs[i]).exact_part(l, n_tokens, &part))
+      if (seqs[i]->external_step().policy().exact_part(l, n_tokens, &part))
         rows = windows[size_t(slot_of(*seqs[i]))].rows_for(part, n_tokens);
       sampled_only[size_t(i)] = rows >= 0;
       last[i] = std::max<int64_t>(rows, 0) - 1;
@@ -223,11 +220,11 @@ struct CudaDecoder::Impl {
     const uint16_t* hc = h_codes.as<uint16_t>();
     float *hatt = h_att.as<float>(), *hlse = h_lse.as<float>();
     auto one = [&](int i, int threads) {
-      KvCache& cache = A::cache(*seqs[i]);
+      KvCache& cache = seqs[i]->external_step().cache();
       cache.write(l, positions[size_t(i)], hk + size_t(i) * kd, hv + size_t(i) * kd);
       KvView view = cache.view(l);
       view.n_tokens = positions[size_t(i)] + 1;
-      attn::SequenceAttention& policy = A::policy(*seqs[i]);
+      attn::SequenceAttention& policy = seqs[i]->external_step().policy();
       if (sampled_only[size_t(i)]) {
         policy.attend_sampled(l, view, hq + size_t(i) * qd, hc + size_t(i) * hashing.l * H, hatt + size_t(i) * qd,
                               hlse + size_t(i) * H, threads);
@@ -332,12 +329,13 @@ struct CudaDecoder::Impl {
     }
     stream.synchronize();
     for (int i = 0; i < n; ++i) {
-      A::cache(*seqs[i]).set_n_tokens(positions[size_t(i)] + 1);
+      const Sequence::ExternalStep step = seqs[i]->external_step();
+      step.cache().set_n_tokens(positions[size_t(i)] + 1);
       if (next) {  // recorded before next[i] is written: next may alias tokens
-        A::record_token_only(*seqs[i], tokens[i]);
+        step.record_token_only(tokens[i]);
         next[i] = h_next_ids.as<int32_t>()[i];
       } else {
-        A::record(*seqs[i], tokens[i], h_logits.as<float>() + size_t(i) * hp.n_vocab);
+        step.record(tokens[i], h_logits.as<float>() + size_t(i) * hp.n_vocab);
       }
     }
   }
@@ -420,7 +418,7 @@ bool CudaDecoder::attached(const Sequence& s) const { return impl_->slot_of(s) >
 
 void CudaDecoder::attach(Sequence& s) {
   Impl& d = *impl_;
-  check(&A::model(s) == &d.model, "--device cuda: the sequence belongs to another model than the decoder");
+  check(&s.model() == &d.model, "--device cuda: the sequence belongs to another model than the decoder");
   check(d.slot_of(s) < 0, "--device cuda: the sequence is attached already");
   check(s.options().kv_type == d.opt.kv_type, "--device cuda: the sequence's KV cache type differs from the decoder's");
   check(s.n_ctx() <= d.plan.n_ctx, "--device cuda: the sequence's context of " + std::to_string(s.n_ctx()) +
@@ -430,7 +428,7 @@ void CudaDecoder::attach(Sequence& s) {
   check(s.options().device_kv_layers.empty() || s.options().device_kv_layers == d.gpu_layers,
         "--device cuda: the sequence's memory budget leaves other layers' K/V to the device than the decoder holds");
   attn::QueryHashing hashing;
-  const bool hashes = A::policy(s).query_hashing(&hashing);
+  const bool hashes = s.external_step().policy().query_hashing(&hashing);
   check(!d.split || (hashes && hashing.k == d.hashing.k && hashing.l == d.hashing.l && hashing.ld == d.hashing.ld &&
                      hashing.fused == d.hashing.fused && s.options().attention.lsh_seed == d.opt.attention.lsh_seed),
         "--device cuda: the sequence's LSH projection (K, L, seed) differs from the decoder's");
@@ -440,7 +438,7 @@ void CudaDecoder::attach(Sequence& s) {
   const int slot = int(free_slot - d.owner.begin());
   set_device(d.opt.device);
   s.finish_prompt();
-  KvCache& cache = A::cache(s);
+  KvCache& cache = s.external_step().cache();
   const size_t rows = size_t(cache.n_tokens()) * size_t(d.model.hp.head_dim) * 2;
   const size_t layer_bytes = size_t(d.kv_heads()) * size_t(cache.shape().capacity) * size_t(d.model.hp.head_dim) * 2;
   for (int l = 0; l < d.model.hp.n_layer; ++l) {
@@ -458,7 +456,7 @@ void CudaDecoder::attach(Sequence& s) {
                                  d.sparse_of_layer.begin());
     attn::ExactPart part;
     ExactWindow window;
-    if (A::policy(s).exact_part(first_sparse, cache.n_tokens() + 1, &part))
+    if (s.external_step().policy().exact_part(first_sparse, cache.n_tokens() + 1, &part))
       window = ExactWindow(part, cache.n_prompt(), d.opt.attention.local, d.exact_rows);
     d.upload_exact(slot, cache, window);
     d.windows[size_t(slot)] = window;
@@ -481,7 +479,7 @@ void CudaDecoder::detach(Sequence& s, bool restore_kv) {
     return;
   }
   set_device(d.opt.device);
-  KvCache& cache = A::cache(s);
+  KvCache& cache = s.external_step().cache();
   const size_t bytes = size_t(cache.n_tokens()) * size_t(d.model.hp.head_dim) * 2;
   for (int l = 0; l < d.model.hp.n_layer; ++l) {
     const int ls = d.slot_of_layer[size_t(l)];
