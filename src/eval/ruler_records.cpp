@@ -109,11 +109,37 @@ std::vector<PolicySpec> parse_policy_list(const std::string& list, const attn::C
 
 namespace detail {
 
+namespace {
+// Equal parameters. A field the old entry lacks (a folder written before the field was recorded)
+// matters only when the policy reads it: such a folder's results for that policy have an
+// unknown value of it and are refused.
+bool same_policy(const nlohmann::json& old_entry, const nlohmann::json& now) {
+  const attn::PolicyDesc* policy = attn::find_policy(now.value("name", std::string()));
+  for (const auto& [k, v] : now.items()) {
+    if (old_entry.contains(k)) {
+      if (old_entry[k] != v) return false;
+      continue;
+    }
+    bool read = policy == nullptr;
+    if (policy)
+      for (const attn::ParamDesc* p : policy->params) read = read || p->field == k;
+    if (read) return false;
+  }
+  for (const auto& [k, v] : old_entry.items())
+    if (!now.contains(k)) return false;
+  return true;
+}
+}  // namespace
+
 nlohmann::json policy_json(const attn::Config& c) {
-  nlohmann::json j = {{"name", c.name},         {"lsh_k", c.lsh_k},   {"lsh_l", c.lsh_l},
-                      {"threshold", c.threshold}, {"lsh_seed", c.lsh_seed}, {"insert_generated", c.insert_generated},
-                      {"sinks", c.sinks},       {"local", c.local},   {"budget", c.budget},
-                      {"page_size", c.page_size}, {"sample_seed", c.sample_seed}};
+  // Every registry field, so a run of the same label with another value of any of them (eps
+  // from --eps, say) is told apart on resume.
+  nlohmann::json j = {{"name", c.name}, {"insert_generated", c.insert_generated}};
+  for (const attn::ParamDesc* p : attn::all_params()) {
+    if (p->type == attn::ParamType::Fraction) j[p->field] = p->get_real(c);
+    else if (p->type == attn::ParamType::Seed) j[p->field] = uint64_t(p->get_int(c));
+    else j[p->field] = p->get_int(c);
+  }
   j["dense_layers"] = c.dense_layers_set ? nlohmann::json(c.dense_layers) : nlohmann::json("default");
   return j;
 }
@@ -161,9 +187,9 @@ void check_or_write_config(const std::string& dir, const nlohmann::json& cfg) {
     merged["policies"] = old["policies"];
     for (const auto& [label, v] : cfg["policies"].items()) {
       if (old["policies"].contains(label))
-        check(old["policies"][label] == v, "--out " + dir + " has results for policy '" + label +
-                                               "' with other parameters (" + old["policies"][label].dump() +
-                                               ", now " + v.dump() + "); use another --out directory");
+        check(same_policy(old["policies"][label], v), "--out " + dir + " has results for policy '" + label +
+                                                          "' with other parameters (" + old["policies"][label].dump() +
+                                                          ", now " + v.dump() + "); use another --out directory");
       merged["policies"][label] = v;
     }
   }

@@ -190,6 +190,45 @@ TEST_F(RunFixture, RefusesAnotherRunsDirectory) {
   EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
 }
 
+TEST_F(RunFixture, AnotherEpsOrDeltaIsAnotherRun) {
+  // The label is the entry as written; eps and delta from --eps / --delta (the base config) are
+  // not in it, so the run config must hold them or two runs would mix their records.
+  opt.tasks = {"vt"};
+  opt.samples = 1;
+  attn::Config base;
+  opt.policies = parse_policy_list("magicpig-adaptive:K=4:L=20", base);
+  run_ruler(*model, test::ruler_resources(), opt);
+  RunOptions other = opt;
+  base.eps = 0.2;
+  other.policies = parse_policy_list("magicpig-adaptive:K=4:L=20", base);
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+  base = attn::Config{};
+  base.delta = 0.1;
+  other.policies = parse_policy_list("magicpig-adaptive:K=4:L=20", base);
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+  EXPECT_EQ(run_ruler(*model, test::ruler_resources(), opt).records_skipped, 1);  // the same run resumes
+}
+
+TEST_F(RunFixture, FolderWithoutEpsResumesForPoliciesThatDoNotReadIt) {
+  // A config.json written before eps and delta were recorded: its dense results still hold,
+  // its magicpig-adaptive results were made with an unknown eps.
+  opt.tasks = {"vt"};
+  opt.samples = 1;
+  opt.policies = parse_policy_list("dense,magicpig-adaptive:K=4:L=20", attn::Config{});
+  run_ruler(*model, test::ruler_resources(), opt);
+  const std::string path = opt.out_dir + "/config.json";
+  nlohmann::json cfg = nlohmann::json::parse(slurp(path));
+  for (auto& [label, entry] : cfg["policies"].items()) {
+    entry.erase("eps");
+    entry.erase("delta");
+  }
+  std::ofstream(path, std::ios::trunc) << cfg.dump(2);
+  RunOptions dense = opt;
+  dense.policies = parse_policy_list("dense", attn::Config{});
+  EXPECT_EQ(run_ruler(*model, test::ruler_resources(), dense).records_skipped, 1);
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), opt), Error);
+}
+
 TEST_F(RunFixture, DepthGridIsPartOfTheRun) {
   // A depth grid changes the prompts: its records must not be reused by a run without one
   // (or with another grid), and the other way round.
