@@ -265,7 +265,7 @@ TEST_F(RunFixture, BadInputIsAnError) {
   RunOptions o = opt;
   o.lengths = {2048};  // model context 1024
   EXPECT_NE(message(o).find("2048 tokens exceed the context of 1024"), std::string::npos) << message(o);
-  EXPECT_NE(message(o).find("-c"), std::string::npos);
+  EXPECT_NE(message(o).find("raise n_ctx"), std::string::npos);
   o = opt;
   o.lengths = {640, 40};  // checked before any work: no output folder appears
   EXPECT_NE(message(o).find("length 40 is too short"), std::string::npos) << message(o);
@@ -275,9 +275,11 @@ TEST_F(RunFixture, BadInputIsAnError) {
   EXPECT_NE(message(o).find("unknown RULER task"), std::string::npos);
   o = opt;
   o.policies = parse_policy_list("magicpig:dense_layers=7", attn::Config{});  // 2 layers
-  EXPECT_NE(message(o).find("--attn magicpig:dense_layers=7"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("attn magicpig:dense_layers=7"), std::string::npos) << message(o);
   EXPECT_THROW(parse_policy_list("dense,h2o", attn::Config{}), Error);
   EXPECT_THROW(parse_policy_list("magicpig:Q=3", attn::Config{}), Error);
+  EXPECT_THROW(parse_policy_list("dense:K=8", attn::Config{}), Error);  // a key dense does not read
+  EXPECT_THROW(parse_policy_list("topk:threshold=3", attn::Config{}), Error);
   EXPECT_THROW(parse_policy_list("magicpig:K=99", attn::Config{}), Error);
   EXPECT_THROW(parse_policy_list("dense,dense", attn::Config{}), Error);
   const auto p = parse_policy_list("magicpig:K=8:L=75,topk:budget=0.05", attn::Config{});
