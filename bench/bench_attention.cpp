@@ -20,6 +20,7 @@
 
 #include "attention/dense.h"
 #include "attention/policy.h"
+#include "attention/registry.h"
 #include "common/half.h"
 #include "kv/kv_cache.h"
 
@@ -167,14 +168,24 @@ BENCHMARK(BM_DenseDecode)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime()
     ->ComputeStatistics("max", [](const std::vector<double>& v) { return *std::max_element(v.begin(), v.end()); });
-BENCHMARK_CAPTURE(BM_Policy, magicpig, "magicpig")->Arg(32768)->Arg(131072)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Policy, streaming, "streaming")->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Policy, topk, "topk")->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Policy, quest, "quest")->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK_CAPTURE(BM_Policy, oracle_sampling, "oracle-sampling")->Arg(32768)->Unit(benchmark::kMicrosecond)->UseRealTime();
+// One benchmark per approximate policy the evals compare, from the registry ("BM_Policy/topk",
+// '_' for '-'); those that hash keys, whose cost grows slower than the context, also at 128k.
+void register_policy_benchmarks() {
+  for (const mp::attn::PolicyDesc& p : mp::attn::policy_registry()) {
+    if (p.exact || !p.in_eval_defaults) continue;
+    std::string id = p.name;
+    std::replace(id.begin(), id.end(), '-', '_');
+    auto* b = benchmark::RegisterBenchmark(("BM_Policy/" + id).c_str(),
+                                           [name = p.name](benchmark::State& s) { BM_Policy(s, name.c_str()); });
+    b->Arg(32768);
+    if (mp::attn::reads_field(p, "lsh_k")) b->Arg(131072);
+    b->Unit(benchmark::kMicrosecond)->UseRealTime();
+  }
+}
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
+  register_policy_benchmarks();
   g_bandwidth = measure_read_bandwidth(bench_threads());
   std::printf("read bandwidth (%d threads, 1 GiB OpenMP read-sum, best of 5): %.1f GB/s wall, %.1f GB/s per CPU-second x threads\n",
               bench_threads(), g_bandwidth, g_bandwidth_cpu);

@@ -2,6 +2,7 @@
 // spec keys all read them.
 #include "attention/registry.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -68,7 +69,7 @@ size_t no_aux_bytes(const Config&, const AuxDims&) { return 0; }
 
 const std::vector<PolicyDesc>& policy_registry() {
   static const std::vector<PolicyDesc> registry = {
-      {"dense", {}, no_dense_layers, no_aux_bytes, make_dense_attention},
+      {"dense", {}, no_dense_layers, no_aux_bytes, make_dense_attention, /*exact=*/true},
       {"magicpig",
        {&kLshK, &kLshL, &kThreshold, &kSinks, &kLocal, &kLshSeed},
        [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // the paper's choice
@@ -78,7 +79,10 @@ const std::vector<PolicyDesc>& policy_registry() {
        {&kLshK, &kLshL, &kThreshold, &kEps, &kDelta, &kSinks, &kLocal, &kLshSeed},
        [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // magicpig's
        magicpig_adaptive_aux_bytes,
-       make_magicpig_adaptive_attention},
+       make_magicpig_adaptive_attention,
+       /*exact=*/false,
+       /*merges_by_lse=*/true,
+       /*in_eval_defaults=*/false},
       {"topk", {&kBudget}, no_dense_layers, topk_aux_bytes, make_topk_attention},
       {"quest",
        {&kBudget, &kPageSize, &kLocal},
@@ -86,7 +90,7 @@ const std::vector<PolicyDesc>& policy_registry() {
        quest_aux_bytes,
        make_quest_attention},
       {"oracle-sampling", {&kBudget, &kSampleSeed}, no_dense_layers, oracle_sampling_aux_bytes,
-       make_oracle_sampling_attention},
+       make_oracle_sampling_attention, /*exact=*/false, /*merges_by_lse=*/false},
       {"streaming", {&kSinks, &kLocal}, no_dense_layers, no_aux_bytes, make_streaming_attention},
   };
   return registry;
@@ -119,6 +123,31 @@ std::string param_keys_text(const PolicyDesc& policy) {
   std::string keys;
   for (const ParamDesc* p : policy.params) keys += (keys.empty() ? "" : ", ") + p->key;
   return keys;
+}
+
+std::string eval_default_list(bool with_exact) {
+  std::string list;
+  for (const PolicyDesc& p : policy_registry())
+    if (p.in_eval_defaults && (with_exact || !p.exact)) list += (list.empty() ? "" : ",") + p.name;
+  return list;
+}
+
+std::string all_keys_text() {
+  std::string keys;
+  std::vector<std::string> seen;
+  for (const PolicyDesc& pol : policy_registry())
+    for (const ParamDesc* p : pol.params) {
+      if (std::find(seen.begin(), seen.end(), p->key) != seen.end()) continue;
+      seen.push_back(p->key);
+      keys += (keys.empty() ? "" : ", ") + p->key;
+    }
+  return keys;
+}
+
+bool reads_field(const PolicyDesc& policy, const std::string& field) {
+  for (const ParamDesc* p : policy.params)
+    if (p->field == field) return true;
+  return false;
 }
 
 const std::vector<const ParamDesc*>& all_params() {

@@ -38,6 +38,15 @@ struct PolicyDesc {
   std::vector<int> (*default_dense)(int n_layer);  // before range filtering
   size_t (*aux_bytes)(const Config& cfg, const AuxDims& dims);
   std::unique_ptr<SequenceAttention> (*make)(const Config& cfg, const HeadShape& shape);
+  // Attends every key of every layer exactly (dense): its output is the reference, and a
+  // device keeps every layer's KV.
+  bool exact = false;
+  // Reports its softmax normaliser (attend_with_lse), so outputs over shards of the context
+  // merge exactly (context parallelism); false for a mean of drawn values.
+  bool merges_by_lse = true;
+  // One of the policies the evals compare when given no list. magicpig-adaptive is not: its
+  // cost follows from --eps, so it is compared at an eps someone chose.
+  bool in_eval_defaults = true;
 };
 
 const std::vector<PolicyDesc>& policy_registry();
@@ -51,6 +60,13 @@ std::string policy_names_text();
 const ParamDesc* find_param(const PolicyDesc& policy, const std::string& key);
 // "K, L, threshold": the policy's keys, "" when it has none; for error messages.
 std::string param_keys_text(const PolicyDesc& policy);
+// "dense,magicpig,topk,...": the policies with in_eval_defaults, registry order, without the
+// exact ones when !with_exact (an error against exact attention is 0 for them).
+std::string eval_default_list(bool with_exact);
+// "K, L, threshold, ...": every policy's keys, each once.
+std::string all_keys_text();
+// Whether the policy reads this Config field ("lsh_k").
+bool reads_field(const PolicyDesc& policy, const std::string& field);
 // Every parameter of every policy, once per field, in registry order.
 const std::vector<const ParamDesc*>& all_params();
 

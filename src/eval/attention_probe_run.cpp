@@ -14,16 +14,16 @@ AttentionErrorRun run_attention_error(const Model& model, const SequenceOptions&
                                       std::span<const int32_t> prompt, std::span<const int32_t> continuation,
                                       const std::vector<PolicySpec>& policies,
                                       const std::function<void(int64_t, int64_t)>& progress) {
-  check(!policies.empty(), "attention-error: no policies to compare (--attn)");
+  check(!policies.empty(), "attention-error: no policies to compare (attn)");
   check(!prompt.empty(), "attention-error: the prompt is empty");
-  check(!continuation.empty(), "attention-error: no decode steps to measure (--steps must be >= 1)");
+  check(!continuation.empty(), "attention-error: no decode steps to measure (steps must be >= 1)");
   SequenceOptions o = base;
   o.attention = attn::Config{};  // exact prefill and exact trajectory
   Sequence seq(model, o);
   const int64_t need = int64_t(prompt.size() + continuation.size());
   check(need <= seq.n_ctx(), "attention-error: prompt (" + std::to_string(prompt.size()) + " tokens) + steps (" +
                                  std::to_string(continuation.size()) + ") exceed the context of " +
-                                 std::to_string(seq.n_ctx()) + " tokens (raise -c or lower --n-prompt/--steps)");
+                                 std::to_string(seq.n_ctx()) + " tokens (raise n_ctx or lower n_prompt/steps)");
   seq.prefill(prompt);
 
   std::vector<attn::Config> cfgs;

@@ -20,10 +20,10 @@ struct PolicySpec {
   std::string label() const;
 };
 
-// Keys: the policy's parameters in the registry (attention/registry.h): K, L, threshold, budget,
-// page-size, sinks, local, seed (lsh seed for magicpig, sample seed for oracle-sampling), each
-// within the registry's range. Unset keys keep `base`'s values. Throws mp::Error naming the entry
-// for an unknown policy or key, a malformed pair, a bad value or an empty list/entry.
+// One entry or a comma-separated list, in the grammar of attention/policy_spec.h (the policy's
+// registry keys and dense_layers, strictly). Unset keys keep `base`'s values. Throws mp::Error
+// naming the entry for an unknown policy or key, a malformed pair, a bad value or an empty
+// list/entry.
 PolicySpec parse_policy_spec(const std::string& entry, const attn::Config& base = {});
 std::vector<PolicySpec> parse_policy_list(const std::string& list, const attn::Config& base = {});
 

@@ -7,6 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "attention/registry.h"
 #include "common/error.h"
 
 namespace mp::eval {
@@ -59,10 +60,10 @@ PerplexityRun run_perplexity(const Model& model, const SequenceOptions& base, st
                              int64_t n_eval, const std::vector<PolicySpec>& policies,
                              const std::function<void(int64_t, int64_t)>& progress) {
   const int64_t T = int64_t(tokens.size());
-  check(!policies.empty(), "perplexity: no policies to evaluate (--attn)");
+  check(!policies.empty(), "perplexity: no policies to evaluate (attn)");
   check(T >= 3, "perplexity: the text has " + std::to_string(T) +
                     " tokens; at least 3 are needed (a prompt token, a fed token and a scored token)");
-  check(n_eval >= 1 && n_eval <= T - 2, "perplexity: --n-eval " + std::to_string(n_eval) + " is out of range [1, " +
+  check(n_eval >= 1 && n_eval <= T - 2, "perplexity: n_eval " + std::to_string(n_eval) + " is out of range [1, " +
                                             std::to_string(T - 2) + "] for a context of " + std::to_string(T) +
                                             " tokens (at least one prompt token must precede the scored ones)");
   SequenceOptions o = base;
@@ -118,7 +119,7 @@ PerplexityRun run_perplexity(const Model& model, const SequenceOptions& base, st
   run.n_prompt = n_prompt;
   run.n_eval = n_eval;
   for (const PolicySpec& p : policies) {
-    if (p.cfg.name == "dense") {  // identical to the reference run: reuse it
+    if (attn::policy_desc(p.cfg.name).exact) {  // identical to the reference run: reuse it
       PerplexityResult r = dense;
       r.name = p.name();
       r.params = p.params();

@@ -8,112 +8,49 @@
 
 #include "attention/registry.h"
 #include "common/error.h"
+#include "eval/attention_probe_specs.h"
 
 namespace mp::eval::ruler {
 
-namespace {
-std::vector<std::string> split_on(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t pos = 0;
-  while (true) {
-    const size_t end = s.find(sep, pos);
-    out.push_back(s.substr(pos, end == std::string::npos ? std::string::npos : end - pos));
-    if (end == std::string::npos) return out;
-    pos = end + 1;
-  }
-}
-
-long long to_int(const std::string& what, const std::string& v, long long lo, long long hi) {
-  size_t used = 0;
-  long long x = 0;
-  try {
-    x = std::stoll(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  check(used == v.size() && !v.empty() && x >= lo && x <= hi,
-        "policy spec " + what + ": expected an integer in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
-            v + "'");
-  return x;
-}
-
-double to_float(const std::string& what, const std::string& v, double lo, double hi) {
-  size_t used = 0;
-  double x = 0;
-  try {
-    x = std::stod(v, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  check(used == v.size() && !v.empty() && x >= lo && x <= hi,
-        "policy spec " + what + ": expected a number in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got '" +
-            v + "'");
-  return x;
-}
-// RULER entries take the registry's keys of every policy (one a policy does not read is
-// ignored), with '_' for '-' (page_size), but no seeds: the run's seeds are fixed.
-std::string spelled(const attn::ParamDesc& p) {
-  std::string k = p.key;
-  for (char& ch : k)
-    if (ch == '-') ch = '_';
-  return k;
-}
-
-const attn::ParamDesc* ruler_param(const std::string& k) {
-  for (const attn::ParamDesc* p : attn::all_params())
-    if (p->type != attn::ParamType::Seed && (k == p->key || k == spelled(*p))) return p;
-  return nullptr;
-}
-
-std::string ruler_keys() {
-  std::string keys;
-  for (const attn::ParamDesc* p : attn::all_params())
-    if (p->type != attn::ParamType::Seed) keys += spelled(*p) + ", ";
-  return keys + "dense_layers";
-}
-}  // namespace
-
 std::vector<PolicySpec> parse_policy_list(const std::string& list, const attn::Config& base) {
   std::vector<PolicySpec> out;
-  check(!list.empty(), "policy spec: empty policy list");
-  for (const std::string& item : split_on(list, ',')) {
-    check(!item.empty(), "policy spec: empty entry in '" + list + "'");
-    const std::vector<std::string> parts = split_on(item, ':');
-    PolicySpec p{item, base};
-    p.config.name = parts[0];
-    attn::policy_desc(parts[0]);  // unknown policy: names the known ones
-    for (size_t i = 1; i < parts.size(); ++i) {
-      const size_t eq = parts[i].find('=');
-      check(eq != std::string::npos, "policy spec " + item + ": expected key=value, got '" + parts[i] + "'");
-      const std::string k = parts[i].substr(0, eq), v = parts[i].substr(eq + 1);
-      const std::string what = item + " " + k;
-      attn::Config& c = p.config;
-      if (k == "dense_layers") {
-        c.dense_layers.clear();
-        c.dense_layers_set = true;
-        if (v != "none")
-          for (const std::string& l : split_on(v, '/')) c.dense_layers.push_back(int(to_int(what, l, 0, 4095)));
-        continue;
-      }
-      const attn::ParamDesc* param = ruler_param(k);
-      if (!param)
-        throw Error("policy spec " + item + ": unknown parameter '" + k + "' (known: " + ruler_keys() + ")");
-      if (param->type == attn::ParamType::Fraction) param->set_real(c, to_float(what, v, 1e-9, param->hi));
-      else param->set_int(c, to_int(what, v, int64_t(param->lo), int64_t(param->hi)));
-    }
-    for (const PolicySpec& q : out) check(q.label != item, "policy spec: '" + item + "' given twice");
-    out.push_back(std::move(p));
+  for (const eval::PolicySpec& e : eval::parse_policy_list(list, base)) {
+    for (const PolicySpec& q : out) check(q.label != e.entry, "policy spec: '" + e.entry + "' given twice");
+    out.push_back({e.entry, e.cfg});
   }
   return out;
 }
 
 namespace detail {
 
+namespace {
+// Equal parameters. A field the old entry lacks (a folder written before the field was recorded)
+// matters only when the policy reads it: such a folder's results for that policy have an
+// unknown value of it and are refused.
+bool same_policy(const nlohmann::json& old_entry, const nlohmann::json& now) {
+  const attn::PolicyDesc* policy = attn::find_policy(now.value("name", std::string()));
+  for (const auto& [k, v] : now.items()) {
+    if (old_entry.contains(k)) {
+      if (old_entry[k] != v) return false;
+      continue;
+    }
+    if (!policy || attn::reads_field(*policy, k)) return false;
+  }
+  for (const auto& [k, v] : old_entry.items())
+    if (!now.contains(k)) return false;
+  return true;
+}
+}  // namespace
+
 nlohmann::json policy_json(const attn::Config& c) {
-  nlohmann::json j = {{"name", c.name},         {"lsh_k", c.lsh_k},   {"lsh_l", c.lsh_l},
-                      {"threshold", c.threshold}, {"lsh_seed", c.lsh_seed}, {"insert_generated", c.insert_generated},
-                      {"sinks", c.sinks},       {"local", c.local},   {"budget", c.budget},
-                      {"page_size", c.page_size}, {"sample_seed", c.sample_seed}};
+  // Every registry field, so a run of the same label with another value of any of them (eps
+  // from --eps, say) is told apart on resume.
+  nlohmann::json j = {{"name", c.name}, {"insert_generated", c.insert_generated}};
+  for (const attn::ParamDesc* p : attn::all_params()) {
+    if (p->type == attn::ParamType::Fraction) j[p->field] = p->get_real(c);
+    else if (p->type == attn::ParamType::Seed) j[p->field] = uint64_t(p->get_int(c));
+    else j[p->field] = p->get_int(c);
+  }
   j["dense_layers"] = c.dense_layers_set ? nlohmann::json(c.dense_layers) : nlohmann::json("default");
   return j;
 }
@@ -147,23 +84,23 @@ void check_or_write_config(const std::string& dir, const nlohmann::json& cfg) {
     try {
       old = nlohmann::json::parse(in);
     } catch (const std::exception& e) {
-      throw Error(path + " is not valid JSON (" + e.what() + "); use another --out directory");
+      throw Error(path + " is not valid JSON (" + e.what() + "); use another out_dir");
     }
     check(old.contains("fixed") && old.contains("policies"), path + " is not a RULER run config");
     nlohmann::json settings = old["fixed"];  // every setting either run has
     settings.update(cfg["fixed"]);
     for (const auto& [k, unused] : settings.items()) {
       auto shown = [&](const nlohmann::json& f) { return f.contains(k) ? f[k].dump() : std::string("absent"); };
-      check(shown(old["fixed"]) == shown(cfg["fixed"]), "--out " + dir + " holds results of another run: " + k +
+      check(shown(old["fixed"]) == shown(cfg["fixed"]), "out_dir " + dir + " holds results of another run: " + k +
                                                             " was " + shown(old["fixed"]) + ", now " +
-                                                            shown(cfg["fixed"]) + "; use another --out directory (or the same options)");
+                                                            shown(cfg["fixed"]) + "; use another out_dir (or the same options)");
     }
     merged["policies"] = old["policies"];
     for (const auto& [label, v] : cfg["policies"].items()) {
       if (old["policies"].contains(label))
-        check(old["policies"][label] == v, "--out " + dir + " has results for policy '" + label +
-                                               "' with other parameters (" + old["policies"][label].dump() +
-                                               ", now " + v.dump() + "); use another --out directory");
+        check(same_policy(old["policies"][label], v), "out_dir " + dir + " has results for policy '" + label +
+                                                          "' with other parameters (" + old["policies"][label].dump() +
+                                                          ", now " + v.dump() + "); use another out_dir");
       merged["policies"][label] = v;
     }
   }

@@ -82,23 +82,23 @@ std::string prompt_hash(const Sample& s) {
 void validate(const Model& model, const RunOptions& opt) {
   check(!opt.tasks.empty(), "no RULER task selected");
   for (const std::string& t : opt.tasks) task_spec(t);
-  check(!opt.lengths.empty(), "no --lengths given");
-  check(opt.samples >= 1, "--samples must be >= 1");
-  check(!opt.policies.empty(), "no --attn policy given");
-  check(!opt.out_dir.empty(), "no --out directory given");
+  check(!opt.lengths.empty(), "lengths: none given");
+  check(opt.samples >= 1, "samples must be >= 1");
+  check(!opt.policies.empty(), "attn: no policy given");
+  check(!opt.out_dir.empty(), "out_dir: none given");
   const int64_t ctx = opt.n_ctx > 0 ? opt.n_ctx : model.hp.n_ctx_train;
   for (int64_t L : opt.lengths) {
     check(L >= 16, "--lengths: " + std::to_string(L) + " is too short (>= 16 tokens)");
     check(L <= ctx, "--lengths: " + std::to_string(L) + " tokens exceed the context of " + std::to_string(ctx) +
-                        " tokens (" + (opt.n_ctx > 0 ? "raise -c" : "the model's training context; raise -c") +
-                        " or lower --lengths)");
+                        " tokens (" + (opt.n_ctx > 0 ? "raise n_ctx" : "the model's training context; raise n_ctx") +
+                        " or lower lengths)");
   }
   const attn::HeadShape shape = head_shape(model.hp);
   for (const PolicySpec& p : opt.policies) {
     try {
       p.config.validate(shape);
     } catch (const Error& e) {
-      throw Error("--attn " + p.label + ": " + e.what());
+      throw Error("attn " + p.label + ": " + e.what());
     }
   }
 }

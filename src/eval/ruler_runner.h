@@ -23,9 +23,9 @@ struct PolicySpec {
   std::string label;    // as given, e.g. "magicpig:K=8:L=75"; the column name of the summary
   attn::Config config;
 };
-// Comma list of NAME[:key=value...] (keys: K, L, threshold, budget, sinks, local, page_size,
-// dense_layers=a/b/c or none). Parameters not named come from `base`. Throws on an unknown
-// policy or key, a bad value or a repeated label.
+// Comma list of NAME[:key=value...], eval::parse_policy_list's grammar (attention/policy_spec.h:
+// the policy's own keys and dense_layers=a/b/c or none). Parameters not named come from `base`.
+// Throws on an unknown policy or key, a bad value or a repeated label.
 std::vector<PolicySpec> parse_policy_list(const std::string& list, const attn::Config& base);
 
 struct RunOptions {

@@ -77,7 +77,7 @@ NaturalText load_natural_text(const std::string& path) {
     i = j;
   }
   check(t.pieces.size() >= 100, "haystack text '" + path + "' has only " + std::to_string(t.pieces.size()) +
-                                    " words; give a longer text (--haystack)");
+                                    " words; give a longer text (haystack_path)");
   t.ends_sentence.reserve(t.pieces.size());
   for (const std::string& p : t.pieces) t.ends_sentence.push_back(piece_ends_sentence(p) ? 1 : 0);
   return t;

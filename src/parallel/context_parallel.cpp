@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "attention/registry.h"
 #include "common/error.h"
 #include "model/forward.h"
 #include "model/layer_step.h"
@@ -27,8 +28,8 @@ SequenceOptions resolved(const Model& m, SequenceOptions o) {
   check(o.prefill_chunk >= 1, "prefill chunk must be >= 1");
   check(o.kv_type == DType::BF16 || o.kv_type == DType::F16, "kv_type must be bf16 or f16");
   check(m.hp.layer_slides.empty(), "context parallelism does not support sliding-window layers (" + m.hp.arch + ")");
-  check(o.attention.name != "oracle-sampling",
-        "oracle-sampling cannot run context-parallel: its output is a mean of drawn values, with no softmax "
+  check(attn::policy_desc(o.attention.name).merges_by_lse,
+        o.attention.name + " cannot run context-parallel: its output is a mean of drawn values, with no softmax "
         "normaliser to merge the shards by");
   o.attention.validate(head_shape(m.hp));
   return o;
@@ -42,7 +43,7 @@ std::string check_shard_fits(const Model& m, const SequenceOptions& shard, const
     return {};
   } catch (const Error& e) {
     return "its shard of " + std::to_string(shard.n_ctx) + " context tokens does not fit: " + e.what() +
-           " (add ranks or raise --mem-limit)";
+           " (add ranks or raise mem_limit)";
   }
 }
 

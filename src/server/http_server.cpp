@@ -143,7 +143,9 @@ struct HttpServer::Impl {
       g.prefix_cache_entries = scheduler->prefix_cache().size();
       res.set_content(metrics.render(g), "text/plain; version=0.0.4");
     });
-    http.Get("/", [](const httplib::Request&, httplib::Response& res) { res.set_content(kIndexHtml, "text/html; charset=utf-8"); });
+    http.Get("/", [page = index_html()](const httplib::Request&, httplib::Response& res) {
+      res.set_content(page, "text/html; charset=utf-8");
+    });
     http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, false); });
     http.Post("/v1/chat/completions",
               [this](const httplib::Request& req, httplib::Response& res) { generate(req, res, true); });

@@ -38,6 +38,6 @@ class HttpServer {
 };
 
 // The page served at "/": a chat box over /v1/chat/completions with a policy selector.
-extern const char* const kIndexHtml;
+std::string index_html();
 
 }  // namespace mp::server

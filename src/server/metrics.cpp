@@ -61,7 +61,7 @@ std::string Metrics::render(const Gauges& g) const {
   line(o, "magicpig_queue_depth %lld", (long long)g.queue_depth);
   help(o, "magicpig_active_sequences", "gauge", "sequences prefilling or decoding");
   line(o, "magicpig_active_sequences %lld", (long long)g.active_sequences);
-  help(o, "magicpig_parallel_slots", "gauge", "largest number of sequences decoding together (-np)");
+  help(o, "magicpig_parallel_slots", "gauge", "largest number of sequences decoding together (n_parallel)");
   line(o, "magicpig_parallel_slots %lld", (long long)g.n_parallel);
   help(o, "magicpig_decode_tokens_per_second", "gauge", "decode throughput over the last few seconds of decoding");
   line(o, "magicpig_decode_tokens_per_second %.3f", window_seconds_ > 0 ? window_tokens_ / window_seconds_ : 0.0);

@@ -4,7 +4,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "attention/registry.h"
+#include "attention/policy_spec.h"
 #include "common/error.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -205,7 +205,7 @@ attn::Config parse_attention_extension(const json& ext, const attn::Config& base
     const std::string key = it.key();
     if (key == "attn") continue;
     const std::string where = "magicpig." + key;
-    if (key == "dense_layers") {
+    if (attn::is_dense_layers_key(key)) {
       if (!it->is_array()) throw bad_request(where, "'" + where + "' must be an array of layer indices");
       cfg.dense_layers.clear();
       cfg.dense_layers_set = true;
@@ -215,32 +215,21 @@ attn::Config parse_attention_extension(const json& ext, const attn::Config& base
       }
       continue;
     }
-    const attn::ParamDesc* param = attn::find_param(*policy, key);
-    const std::string keys = attn::param_keys_text(*policy);
-    if (!param)
-      throw bad_request(where, "unknown key '" + key + "' for policy " + cfg.name + " (known: attn, dense_layers" +
-                                   (keys.empty() ? "" : ", " + keys) + ")");
-    if (param->type == attn::ParamType::Fraction) {
-      const double x = number_in(ext, key.c_str(), -std::numeric_limits<double>::max(),
-                                 std::numeric_limits<double>::max(), 0);
-      if (!(x > param->lo && x <= param->hi))
-        throw bad_request(where, "'" + where + "' must be in (" + json(param->lo).dump() + ", " +
-                                     json(param->hi).dump() + "], got " + it->dump());
-      param->set_real(cfg, x);
-    } else {
-      const bool seed = param->type == attn::ParamType::Seed;
-      const int64_t lo = seed ? 0 : int64_t(param->lo), hi = seed ? std::numeric_limits<int64_t>::max() : int64_t(param->hi);
-      try {
-        param->set_int(cfg, integer_in(ext, key.c_str(), lo, hi, 0));
-      } catch (const ApiError& e) {
-        throw bad_request(where, "'magicpig." + std::string(e.what()).substr(1));
-      }
+    // The registry's key lookup and range checks, as for eval spec strings: a JSON number is
+    // checked as the text it was written as.
+    const attn::ParamDesc* param = attn::find_spec_param(*policy, key);
+    if (!param) throw bad_request(where, "magicpig extension: " + attn::unknown_key_message(*policy, key) + "; 'attn' names the policy");
+    if (!it->is_number()) throw bad_request(where, "'" + where + "' must be a number, got " + type_name(*it));
+    try {
+      attn::set_param_text(*param, cfg, it->dump(), where);
+    } catch (const Error& e) {
+      throw bad_request(where, e.what());
     }
   }
   try {
     cfg.validate(head_shape(model.hp));
   } catch (const Error& e) {
-    throw bad_request("magicpig", std::string("magicpig: ") + e.what());
+    throw bad_request("magicpig", "magicpig: " + attn::with_spec_keys(e.what()));
   }
   return cfg;
 }

@@ -4,9 +4,14 @@
 // browser test): the reply element gets data-chunks (deltas received) and class "done".
 #include "server/http_server.h"
 
+#include "attention/registry.h"
+
 namespace mp::server {
 
-const char* const kIndexHtml = R"HTML(<!DOCTYPE html>
+namespace {
+
+// Up to the policy list.
+const char* const kPageBeforePolicies = R"HTML(<!DOCTYPE html>
 <html lang="en">
 <head>
 <meta charset="utf-8">
@@ -32,11 +37,10 @@ const char* const kIndexHtml = R"HTML(<!DOCTYPE html>
   <h1>magicpig</h1>
   <label>attention <select id="policy">
     <option value="">server default</option>
-    <option value="dense">dense</option>
-    <option value="magicpig">magicpig</option>
-    <option value="quest">quest</option>
-    <option value="topk">topk</option>
-  </select></label>
+)HTML";
+
+// After the registry's policies (one <option> each).
+const char* const kPageAfterPolicies = R"HTML(  </select></label>
   <label>max tokens <input id="max" type="number" value="256" min="1" style="width:5rem"></label>
   <label>temperature <input id="temp" type="number" value="0" min="0" max="2" step="0.1" style="width:4rem"></label>
   <label>API key <input id="key" type="password" style="width:8rem"></label>
@@ -146,5 +150,14 @@ if (auto) {
 </body>
 </html>
 )HTML";
+
+}  // namespace
+
+std::string index_html() {
+  std::string page = kPageBeforePolicies;
+  for (const attn::PolicyDesc& p : attn::policy_registry())  // names are plain [a-z-]: no escaping
+    page += "    <option value=\"" + p.name + "\">" + p.name + "</option>\n";
+  return page + kPageAfterPolicies;
+}
 
 }  // namespace mp::server

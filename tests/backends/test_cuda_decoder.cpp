@@ -98,7 +98,7 @@ TEST(CudaDecoder, PlanOverTheLimitIsRefusedBeforeTheDeviceIsTouched) {
   } catch (const mp::Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("GPU memory plan: weights"), std::string::npos) << m;
-    EXPECT_NE(m.find("exceeds --gpu-mem-limit 1.0 MiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("exceeds gpu_mem_limit 1.0 MiB"), std::string::npos) << m;
   }
 }
 

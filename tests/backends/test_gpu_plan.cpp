@@ -73,7 +73,7 @@ TEST(GpuPlan, RefusesWhatDoesNotFitAndPrintsThePlan) {
   } catch (const mp::Error& e) {
     const std::string m = e.what();
     EXPECT_NE(m.find("GPU memory plan: weights 8.34 GiB + KV of 32 of 32 layers"), std::string::npos) << m;
-    EXPECT_NE(m.find("exceeds --gpu-mem-limit 24.00 GiB"), std::string::npos) << m;
+    EXPECT_NE(m.find("exceeds gpu_mem_limit 24.00 GiB"), std::string::npos) << m;
   }
   const GpuMemoryPlan pig =
       mp::cuda::plan_gpu_memory(f, {16384, 16, mp::cuda::gpu_attention_layers(policy("magicpig"), 32), {}});

@@ -122,7 +122,7 @@ TEST_F(PplModel, BadInputIsRefused) {
             std::string::npos);
   EXPECT_NE(error_of([&] { run_perplexity(*model, opts(), tokens(10), 9, list); }).find("out of range [1, 8]"),
             std::string::npos);
-  EXPECT_NE(error_of([&] { run_perplexity(*model, opts(), tokens(10), 0, list); }).find("--n-eval 0"),
+  EXPECT_NE(error_of([&] { run_perplexity(*model, opts(), tokens(10), 0, list); }).find("n_eval 0"),
             std::string::npos);
   EXPECT_NE(error_of([&] { run_perplexity(*model, opts(32), tokens(40), 5, list); }).find("need a context of 39"),
             std::string::npos);

@@ -221,6 +221,45 @@ TEST_F(RunFixture, RefusesAnotherRunsDirectory) {
   EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
 }
 
+TEST_F(RunFixture, AnotherEpsOrDeltaIsAnotherRun) {
+  // The label is the entry as written; eps and delta from --eps / --delta (the base config) are
+  // not in it, so the run config must hold them or two runs would mix their records.
+  opt.tasks = {"vt"};
+  opt.samples = 1;
+  attn::Config base;
+  opt.policies = parse_policy_list("magicpig-adaptive:K=4:L=20", base);
+  run_ruler(*model, test::ruler_resources(), opt);
+  RunOptions other = opt;
+  base.eps = 0.2;
+  other.policies = parse_policy_list("magicpig-adaptive:K=4:L=20", base);
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+  base = attn::Config{};
+  base.delta = 0.1;
+  other.policies = parse_policy_list("magicpig-adaptive:K=4:L=20", base);
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+  EXPECT_EQ(run_ruler(*model, test::ruler_resources(), opt).records_skipped, 1);  // the same run resumes
+}
+
+TEST_F(RunFixture, FolderWithoutEpsResumesForPoliciesThatDoNotReadIt) {
+  // A config.json written before eps and delta were recorded: its dense results still hold,
+  // its magicpig-adaptive results were made with an unknown eps.
+  opt.tasks = {"vt"};
+  opt.samples = 1;
+  opt.policies = parse_policy_list("dense,magicpig-adaptive:K=4:L=20", attn::Config{});
+  run_ruler(*model, test::ruler_resources(), opt);
+  const std::string path = opt.out_dir + "/config.json";
+  nlohmann::json cfg = nlohmann::json::parse(slurp(path));
+  for (auto& [label, entry] : cfg["policies"].items()) {
+    entry.erase("eps");
+    entry.erase("delta");
+  }
+  std::ofstream(path, std::ios::trunc) << cfg.dump(2);
+  RunOptions dense = opt;
+  dense.policies = parse_policy_list("dense", attn::Config{});
+  EXPECT_EQ(run_ruler(*model, test::ruler_resources(), dense).records_skipped, 1);
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), opt), Error);
+}
+
 TEST_F(RunFixture, DepthGridIsPartOfTheRun) {
   // A depth grid changes the prompts: its records must not be reused by a run without one
   // (or with another grid), and the other way round.
@@ -257,7 +296,7 @@ TEST_F(RunFixture, BadInputIsAnError) {
   RunOptions o = opt;
   o.lengths = {2048};  // model context 1024
   EXPECT_NE(message(o).find("2048 tokens exceed the context of 1024"), std::string::npos) << message(o);
-  EXPECT_NE(message(o).find("-c"), std::string::npos);
+  EXPECT_NE(message(o).find("raise n_ctx"), std::string::npos);
   o = opt;
   o.lengths = {640, 40};  // checked before any work: no output folder appears
   EXPECT_NE(message(o).find("length 40 is too short"), std::string::npos) << message(o);
@@ -267,9 +306,11 @@ TEST_F(RunFixture, BadInputIsAnError) {
   EXPECT_NE(message(o).find("unknown RULER task"), std::string::npos);
   o = opt;
   o.policies = parse_policy_list("magicpig:dense_layers=7", attn::Config{});  // 2 layers
-  EXPECT_NE(message(o).find("--attn magicpig:dense_layers=7"), std::string::npos) << message(o);
+  EXPECT_NE(message(o).find("attn magicpig:dense_layers=7"), std::string::npos) << message(o);
   EXPECT_THROW(parse_policy_list("dense,h2o", attn::Config{}), Error);
   EXPECT_THROW(parse_policy_list("magicpig:Q=3", attn::Config{}), Error);
+  EXPECT_THROW(parse_policy_list("dense:K=8", attn::Config{}), Error);  // a key dense does not read
+  EXPECT_THROW(parse_policy_list("topk:threshold=3", attn::Config{}), Error);
   EXPECT_THROW(parse_policy_list("magicpig:K=99", attn::Config{}), Error);
   EXPECT_THROW(parse_policy_list("dense,dense", attn::Config{}), Error);
   const auto p = parse_policy_list("magicpig:K=8:L=75,topk:budget=0.05", attn::Config{});

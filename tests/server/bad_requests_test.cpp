@@ -2,6 +2,8 @@
 // server keeps serving.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include "server/request.h"
 #include "server_fixture.h"
 
@@ -73,6 +75,10 @@ std::vector<BadCase> cases() {
        "magicpig.K"},
       {"budget out of range", C, J, R"({"prompt": "x", "magicpig": {"attn": "topk", "budget": 0}})", 400,
        "magicpig.budget"},
+      {"policy parameter in the other spelling, out of range", C, J,
+       R"({"prompt": "x", "magicpig": {"attn": "quest", "page_size": 0}})", 400, "magicpig.page_size"},
+      {"threshold above L", C, J, R"({"prompt": "x", "magicpig": {"attn": "magicpig", "L": 4, "threshold": 5}})", 400,
+       "magicpig"},
       {"dense layer out of range", C, J, R"({"prompt": "x", "magicpig": {"attn": "magicpig", "dense_layers": [99]}})",
        400, "magicpig"},
       {"extension is not an object", C, J, R"({"prompt": "x", "magicpig": "fast"})", 400, "magicpig"},
@@ -116,6 +122,9 @@ TEST_F(BadRequests, EachGetsItsStatusAndAnErrorObject) {
     EXPECT_TRUE(j["error"]["message"].is_string() && !j["error"]["message"].get<std::string>().empty());
     EXPECT_TRUE(j["error"]["type"].is_string());
     if (c.param) EXPECT_EQ(j["error"]["param"], c.param) << res->body;
+    // The library names fields; a client cannot pass a CLI flag ("raise -c").
+    const std::string message = j["error"]["message"].is_string() ? j["error"]["message"].get<std::string>() : "";
+    EXPECT_FALSE(std::regex_search(message, std::regex(R"((^|[\s(])--?[A-Za-z])"))) << message;
   }
   auto ok = cli.Post("/v1/completions", R"({"prompt": "Once upon a time", "max_tokens": 3})", "application/json");
   ASSERT_TRUE(ok);

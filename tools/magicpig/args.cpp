@@ -1,9 +1,6 @@
 #include "args.h"
 
-#include <cerrno>
-#include <cmath>
 #include <cstdio>
-#include <cstdlib>
 
 #include "common/error.h"
 
@@ -69,37 +66,6 @@ std::string Args::usage() const {
     u += line;
   }
   return u;
-}
-
-long long parse_int(const std::string& flag, const std::string& s, long long lo, long long hi) {
-  char* end = nullptr;
-  errno = 0;
-  const long long v = std::strtoll(s.c_str(), &end, 10);
-  check(!s.empty() && end && *end == '\0' && errno == 0, flag + " expects an integer, got '" + s + "'");
-  check(v >= lo && v <= hi, flag + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + s);
-  return v;
-}
-
-double parse_float(const std::string& flag, const std::string& s, double lo, double hi) {
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(s.c_str(), &end);
-  check(!s.empty() && end && *end == '\0' && errno == 0 && std::isfinite(v),
-        flag + " expects a number, got '" + s + "'");
-  check(v >= lo && v <= hi, flag + " must be in [" + std::to_string(lo) + ", " + std::to_string(hi) + "], got " + s);
-  return v;
-}
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  size_t start = 0;
-  while (true) {
-    const size_t p = s.find(sep, start);
-    out.push_back(s.substr(start, p - start));
-    if (p == std::string::npos) break;
-    start = p + 1;
-  }
-  return out;
 }
 
 }  // namespace mp::cli

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "common/parse_number.h"  // parse_int, parse_real (flag values, errors naming the flag), split
+
 namespace mp::cli {
 
 struct Option {
@@ -31,9 +33,5 @@ class Args {
   std::vector<Option> options_;
 };
 
-// Strict conversions: the whole string must be a number within [lo, hi]; errors name the flag.
-long long parse_int(const std::string& flag, const std::string& s, long long lo, long long hi);
-double parse_float(const std::string& flag, const std::string& s, double lo, double hi);
-std::vector<std::string> split(const std::string& s, char sep);
 
 }  // namespace mp::cli

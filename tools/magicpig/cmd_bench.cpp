@@ -11,6 +11,7 @@
 
 #include "bench_parallel.h"
 #include "bench_cuda.h"
+#include "attention/registry.h"
 #include "common.h"
 #include "device_options.h"
 #include "common/error.h"
@@ -141,7 +142,8 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
     std::vector<double> ts;
     for (double ns : r.ns) ts.push_back(double(tokens) * 1e9 / ns);
     const double ms_tok = mean(r.ns) / 1e6 / double(tokens);
-    const std::string kl = r.attn == "magicpig" ? std::to_string(ac.lsh_k) + "," + std::to_string(ac.lsh_l) : "-";
+    const bool lsh = attn::reads_field(attn::policy_desc(r.attn), "lsh_k");
+    const std::string kl = lsh ? std::to_string(ac.lsh_k) + "," + std::to_string(ac.lsh_l) : "-";
     const std::string name = std::filesystem::path(path).filename().string();
     if (csv)
       std::printf("%s,%.3f,%.2f,%s,%d,%d,%d,%d,%s,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.5f,%.2f,%.2f,%.3f,%.1f\n", name.c_str(),

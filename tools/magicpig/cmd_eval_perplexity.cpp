@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "common.h"
+#include "attention/registry.h"
 #include "common/error.h"
 #include "eval/perplexity.h"
 #include "model/forward.h"
@@ -15,7 +16,7 @@ namespace mp::cli {
 int cmd_eval_perplexity(int argc, char** argv) {
   ModelOptions mo;
   attn::Config base;
-  std::string prompt, file, list = "dense,magicpig,topk,quest,oracle-sampling,streaming", out_json;
+  std::string prompt, file, list = attn::eval_default_list(/*with_exact=*/true), out_json;
   int64_t n_eval = 0;
   Args a("eval perplexity",
          "Perplexity of each decode policy over the last --n-eval tokens of a text (teacher forced after\n"

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "common.h"
+#include "attention/registry.h"
 #include "common/error.h"
 #include "eval/ruler_runner.h"
 #include "model/model.h"
@@ -14,7 +15,7 @@ namespace mp::cli {
 int cmd_eval_ruler(int argc, char** argv) {
   ModelOptions mo;
   attn::Config base;
-  std::string attn_list = "dense,magicpig,quest,topk,streaming,oracle-sampling";
+  std::string attn_list = attn::eval_default_list(/*with_exact=*/true);
   std::string task_list = "all", lengths_list = "1024,2048", out_dir, haystack;
   int samples = 10, max_new = 0, depth_grid = 0;
   uint64_t seed = 42;
@@ -22,8 +23,8 @@ int cmd_eval_ruler(int argc, char** argv) {
   Args a("eval ruler", "RULER-style long-context tasks: accuracy of each decode attention policy on the same prompts.");
   add_model_options(a, mo);
   a.value({"--attn"}, "LIST",
-          "policies, comma separated; NAME[:K=8:L=75:budget=0.05...] sets parameters per policy "
-          "(default dense,magicpig,quest,topk,streaming,oracle-sampling)",
+          "policies, comma separated; NAME[:K=8:L=75:budget=0.05...] sets parameters per policy, keys " +
+              attn::all_keys_text() + ", dense_layers=0/16 (default " + attn_list + ")",
           [&](const std::string& v) { attn_list = v; });
   a.value({"--tasks"}, "LIST", "tasks, comma separated (default all; see docs/eval_ruler.md)",
           [&](const std::string& v) { task_list = v; });

@@ -67,15 +67,15 @@ int cmd_run(int argc, char** argv) {
   a.value({"-n", "--n-predict"}, "N", "tokens to generate (default 128; -1: until end of text or context)",
           [&](const std::string& v) { n_predict = parse_int("-n", v, -1, int64_t(1) << 24); });
   a.value({"--temp"}, "T", "temperature (default 0.8; 0: greedy)",
-          [&](const std::string& v) { sp.temperature = float(parse_float("--temp", v, 0, 100)); });
+          [&](const std::string& v) { sp.temperature = float(parse_real("--temp", v, 0, 100)); });
   a.value({"--top-k"}, "N", "top-k sampling (default 40; 0: off)",
           [&](const std::string& v) { sp.top_k = int(parse_int("--top-k", v, 0, 1 << 24)); });
   a.value({"--top-p"}, "P", "top-p sampling (default 0.95; 1: off)",
-          [&](const std::string& v) { sp.top_p = float(parse_float("--top-p", v, 1e-9, 1)); });
+          [&](const std::string& v) { sp.top_p = float(parse_real("--top-p", v, 0, 1, true)); });
   a.value({"--min-p"}, "P", "min-p sampling (default 0.05; 0: off)",
-          [&](const std::string& v) { sp.min_p = float(parse_float("--min-p", v, 0, 0.999999)); });
+          [&](const std::string& v) { sp.min_p = float(parse_real("--min-p", v, 0, 0.999999)); });
   a.value({"--repeat-penalty"}, "F", "repetition penalty (default 1.0: off)",
-          [&](const std::string& v) { sp.repeat_penalty = float(parse_float("--repeat-penalty", v, 1e-3, 100)); });
+          [&](const std::string& v) { sp.repeat_penalty = float(parse_real("--repeat-penalty", v, 1e-3, 100)); });
   a.value({"--repeat-last-n"}, "N", "tokens the repetition penalty looks back (default 64)",
           [&](const std::string& v) { sp.repeat_last_n = int(parse_int("--repeat-last-n", v, 0, 1 << 24)); });
   a.value({"-s", "--seed"}, "N", "sampling seed (default 12648430)",

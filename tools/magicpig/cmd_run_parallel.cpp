@@ -98,7 +98,7 @@ int run(parallel::Comm& comm, const Model& model, const std::string& path, const
 void add_context_parallel_flags(Args& a, ParallelRunOptions& o, const std::string& what_it_splits) {
   a.flag({"--context-parallel"}, what_it_splits + "; docs/scale-out.md", o.context_parallel);
   a.value({"--cp-timeout"}, "S", "with --context-parallel: seconds to wait for the other ranks before giving up (default 120)",
-          [&o](const std::string& v) { o.timeout_s = parse_float("--cp-timeout", v, 0.1, 86400); });
+          [&o](const std::string& v) { o.timeout_s = parse_real("--cp-timeout", v, 0.1, 86400); });
 }
 
 void add_parallel_run_options(Args& a, ParallelRunOptions& o) {

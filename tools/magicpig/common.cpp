@@ -9,7 +9,7 @@
 #include <utility>
 #include <vector>
 
-#include "attention/registry.h"
+#include "attention/policy_spec.h"
 #include "common/error.h"
 #include "engine/sequence.h"
 #include "model/model.h"
@@ -49,29 +49,62 @@ void check_policy_name(const std::string& name) {
 
 namespace {
 
-struct FlagOf {
+// The one table of this tool's flags for the fields the library names (Config, SequenceOptions,
+// eval and device options): add_attention_options defines the attention flags from it (ranges,
+// defaults and help from the registry), and with_flag_names renames fields in library errors.
+struct FieldFlag {
   const char* field;
-  std::vector<std::string> names;  // empty: no flag (the field is set through eval specs only)
-  const char* value_name;
+  std::vector<std::string> flags;  // empty: no flag (the field is set through eval specs only)
+  bool plain_word;                 // also an English word: renamed only where a clause starts
 };
 
-// Flags of the attention Config fields; the ranges, defaults and help come from the registry.
-const std::vector<FlagOf>& attention_flags() {
-  static const std::vector<FlagOf> flags = {
-      {"lsh_k", {"-K", "--lsh-k"}, "N"},         {"lsh_l", {"-L", "--lsh-l"}, "N"},
-      {"threshold", {"--lsh-threshold"}, "N"},   {"lsh_seed", {"--lsh-seed"}, "N"},
-      {"sinks", {"--sinks"}, "N"},               {"local", {"--local"}, "N"},
-      {"budget", {"--budget"}, "F"},             {"page_size", {"--page-size"}, "N"},
-      {"sample_seed", {}, "N"},                  {"eps", {"--eps"}, "F"},
-      {"delta", {"--delta"}, "F"},
+const std::vector<FieldFlag>& field_flags() {
+  static const std::vector<FieldFlag> table = {
+      // attention (registry fields, then the policy and its dense layers)
+      {"lsh_k", {"-K", "--lsh-k"}, false},
+      {"lsh_l", {"-L", "--lsh-l"}, false},
+      {"threshold", {"--lsh-threshold"}, true},
+      {"lsh_seed", {"--lsh-seed"}, false},
+      {"sinks", {"--sinks"}, true},
+      {"local", {"--local"}, true},
+      {"budget", {"--budget"}, true},
+      {"page_size", {"--page-size"}, false},
+      {"sample_seed", {}, false},
+      {"eps", {"--eps"}, true},
+      {"delta", {"--delta"}, true},
+      {"attn", {"--attn"}, false},
+      {"dense_layers", {"--dense-layers"}, false},
+      // sequence, sampling and device
+      {"n_ctx", {"-c"}, false},
+      {"kv_type", {"--cache-type"}, false},
+      {"n_threads", {"-t"}, false},
+      {"temperature", {"--temp"}, true},
+      {"top_p", {"--top-p"}, false},
+      {"min_p", {"--min-p"}, false},
+      {"repeat_penalty", {"--repeat-penalty"}, false},
+      {"repeat_last_n", {"--repeat-last-n"}, false},
+      {"device", {"--device"}, true},
+      {"gpu_mem_limit", {"--gpu-mem-limit"}, false},
+      {"mem_limit", {"--mem-limit"}, false},
+      {"cp_timeout", {"--cp-timeout"}, false},
+      // evals
+      {"text", {"-p"}, true},
+      {"text_file", {"-f"}, false},
+      {"out_dir", {"--out"}, false},
+      {"lengths", {"--lengths"}, true},
+      {"samples", {"--samples"}, true},
+      {"haystack_path", {"--haystack"}, false},
+      {"n_prompt", {"--n-prompt"}, false},
+      {"steps", {"--steps"}, true},
+      {"n_eval", {"--n-eval"}, false},
   };
-  return flags;
+  return table;
 }
 
-const FlagOf& flag_of(const std::string& field) {
-  for (const FlagOf& f : attention_flags())
+const FieldFlag& flag_of(const std::string& field) {
+  for (const FieldFlag& f : field_flags())
     if (field == f.field) return f;
-  throw Error("internal: attention field '" + field + "' has no entry in attention_flags()");
+  throw Error("internal: field '" + field + "' has no entry in field_flags()");
 }
 
 // "magicpig: " or "topk/quest/oracle-sampling: ": the policies that read a field.
@@ -94,18 +127,12 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name) {
     c.name = v;
   });
   for (const attn::ParamDesc* p : attn::all_params()) {
-    const FlagOf& f = flag_of(p->field);
-    if (f.names.empty()) continue;
-    const std::string flag = f.names[0];
+    const FieldFlag& f = flag_of(p->field);
+    if (f.flags.empty()) continue;
+    const std::string flag = f.flags[0];
     const std::string help = readers_of(p->field) + p->help + " (default " + attn::param_text(*p, attn::Config{}) + ")";
-    a.value(f.names, f.value_name, help, [&c, p, flag](const std::string& v) {
-      if (p->type == attn::ParamType::Fraction) {
-        p->set_real(c, parse_float(flag, v, p->lo + 1e-9, p->hi));  // lo is exclusive
-      } else {
-        const bool seed = p->type == attn::ParamType::Seed;
-        p->set_int(c, parse_int(flag, v, seed ? 0 : int64_t(p->lo), seed ? INT64_MAX : int64_t(p->hi)));
-      }
-    });
+    a.value(f.flags, p->type == attn::ParamType::Fraction ? "F" : "N", help,
+            [&c, p, flag](const std::string& v) { attn::set_param_text(*p, c, v, flag); });
   }
   a.action({"--no-lsh-insert-generated"}, "magicpig: keep generated tokens exact instead of hashing them",
            [&c] { c.insert_generated = false; });
@@ -121,36 +148,25 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name) {
 std::string with_flag_names(const std::string& msg) {
   if (msg.rfind("unknown policy '", 0) == 0) return "--attn: " + msg;
   if (msg.rfind("policy spec", 0) == 0) return "--attn" + msg.substr(11);  // the eval lists
-  // Fields whose names are also plain words ("local", "budget") are only renamed at the start,
-  // where the library puts the field an error is about.
-  static const std::vector<std::pair<std::string, std::string>> kLeading = {
-      {"threshold", "--lsh-threshold"}, {"sinks", "--sinks"}, {"local", "--local"},
-      {"budget", "--budget"},           {"temperature", "--temp"}};
-  static const std::vector<std::pair<std::string, std::string>> kAnywhere = {
-      {"lsh_k", "-K"},           {"lsh_l", "-L"},         {"lsh_seed", "--lsh-seed"},
-      {"page_size", "--page-size"}, {"dense_layers", "--dense-layers"}, {"n_ctx", "-c"},
-      {"kv_type", "--cache-type"}, {"n_threads", "-t"},   {"top_p", "--top-p"},
-      {"min_p", "--min-p"},      {"repeat_penalty", "--repeat-penalty"}, {"repeat_last_n", "--repeat-last-n"}};
-  auto ends_word = [&](size_t i) { return i >= msg.size() || std::string(" :),").find(msg[i]) != std::string::npos; };
+  auto ends_word = [&](size_t i) { return i >= msg.size() || std::string(" :),/;").find(msg[i]) != std::string::npos; };
   std::string out;
   size_t i = 0;
-  for (const auto& [field, flag] : kLeading)
-    if (msg.rfind(field, 0) == 0 && ends_word(field.size())) {
-      out = flag;
-      i = field.size();
-      break;
-    }
   while (i < msg.size()) {
-    bool done = false;
-    const bool starts_word = i == 0 || std::string(" (,").find(msg[i - 1]) != std::string::npos;
-    for (const auto& [field, flag] : kAnywhere)
-      if (starts_word && msg.compare(i, field.size(), field) == 0 && ends_word(i + field.size())) {
-        out += flag;
-        i += field.size();
-        done = true;
-        break;
+    const bool starts_word = i == 0 || std::string(" (,/;").find(msg[i - 1]) != std::string::npos;
+    const bool starts_clause = i == 0 || msg[i - 1] == '(' || (i >= 2 && msg[i - 1] == ' ' && (msg[i - 2] == ':' || msg[i - 2] == ';'));
+    const FieldFlag* hit = nullptr;
+    if (starts_word)
+      for (const FieldFlag& f : field_flags()) {
+        const size_t n = std::char_traits<char>::length(f.field);
+        if (!f.flags.empty() && (!f.plain_word || starts_clause) && msg.compare(i, n, f.field) == 0 && ends_word(i + n))
+          hit = &f;
       }
-    if (!done) out += msg[i++];
+    if (!hit) {
+      out += msg[i++];
+      continue;
+    }
+    out += hit->flags[0];
+    i += std::char_traits<char>::length(hit->field);
   }
   return out;
 }

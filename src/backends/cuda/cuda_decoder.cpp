@@ -31,10 +31,10 @@ void check_supported(const HParams& hp) {
   const bool plain = hp.arch != "gemma3" && !hp.qk_norm && !hp.post_norms && hp.sliding_window == 0 &&
                      hp.logit_softcap <= 0 && hp.q_scale == 1.0f && hp.embed_scale == 1.0f &&
                      hp.ffn_act == FfnActivation::Silu;
-  check(plain, "--device cuda supports the llama and qwen2 architectures; '" + hp.arch +
+  check(plain, "device cuda supports the llama and qwen2 architectures; '" + hp.arch +
                    "' (QK-norm, post-norms, GeGLU, sliding layers or soft-capping) is not supported on the GPU");
   check(hp.head_dim % 32 == 0 && hp.head_dim <= 256,
-        "--device cuda needs head_dim to be a multiple of 32 and at most 256, got " + std::to_string(hp.head_dim));
+        "device cuda needs head_dim to be a multiple of 32 and at most 256, got " + std::to_string(hp.head_dim));
 }
 
 // Returns the whole pages inside [p, p + bytes) to the OS: once a GPU layer's K/V are on the
@@ -346,9 +346,9 @@ CudaDecoder::CudaDecoder(const Model& model, const CudaDecoderOptions& opt) {
   check_supported(hp);
   CudaDecoderOptions o = opt;
   if (o.n_ctx == 0) o.n_ctx = hp.n_ctx_train;
-  check(o.kv_type == DType::BF16 || o.kv_type == DType::F16, "--device cuda: the KV cache type must be bf16 or f16");
+  check(o.kv_type == DType::BF16 || o.kv_type == DType::F16, "device cuda: the KV cache type must be bf16 or f16");
   check(o.max_batch >= 1 && o.max_batch <= kMaxBatch,
-        "--device cuda: batches of 1.." + std::to_string(kMaxBatch) + " sequences, got " + std::to_string(o.max_batch));
+        "device cuda: batches of 1.." + std::to_string(kMaxBatch) + " sequences, got " + std::to_string(o.max_batch));
   o.attention.validate(head_shape(hp));
   std::vector<char> layers = gpu_attention_layers(o.attention, hp.n_layer);
   // Sparse layers split where the policy hashes queries (magicpig): its exact_part then says
@@ -374,9 +374,9 @@ CudaDecoder::CudaDecoder(const Model& model, const CudaDecoderOptions& opt) {
   check_gpu_plan(plan, SIZE_MAX, o.mem_limit);
   std::string why;
   const std::vector<DeviceInfo> devs = devices(&why);
-  check(!devs.empty(), "--device cuda: no CUDA device is usable (" + why + ")");
+  check(!devs.empty(), "device cuda: no CUDA device is usable (" + why + ")");
   check(o.device >= 0 && o.device < int(devs.size()),
-        "--device cuda: device " + std::to_string(o.device) + " does not exist (" + std::to_string(devs.size()) +
+        "device cuda: device " + std::to_string(o.device) + " does not exist (" + std::to_string(devs.size()) +
             " devices)");
   set_device(o.device);
   size_t free_b = 0, total_b = 0;
@@ -418,22 +418,22 @@ bool CudaDecoder::attached(const Sequence& s) const { return impl_->slot_of(s) >
 
 void CudaDecoder::attach(Sequence& s) {
   Impl& d = *impl_;
-  check(&s.model() == &d.model, "--device cuda: the sequence belongs to another model than the decoder");
-  check(d.slot_of(s) < 0, "--device cuda: the sequence is attached already");
-  check(s.options().kv_type == d.opt.kv_type, "--device cuda: the sequence's KV cache type differs from the decoder's");
-  check(s.n_ctx() <= d.plan.n_ctx, "--device cuda: the sequence's context of " + std::to_string(s.n_ctx()) +
+  check(&s.model() == &d.model, "device cuda: the sequence belongs to another model than the decoder");
+  check(d.slot_of(s) < 0, "device cuda: the sequence is attached already");
+  check(s.options().kv_type == d.opt.kv_type, "device cuda: the sequence's KV cache type differs from the decoder's");
+  check(s.n_ctx() <= d.plan.n_ctx, "device cuda: the sequence's context of " + std::to_string(s.n_ctx()) +
                                        " tokens exceeds the decoder's " + std::to_string(d.plan.n_ctx));
   check(gpu_attention_layers(s.options().attention, d.model.hp.n_layer) == d.gpu_layers,
-        "--device cuda: the sequence's attention policy attends other layers densely than the decoder was planned for");
+        "device cuda: the sequence's attention policy attends other layers densely than the decoder was planned for");
   check(s.options().device_kv_layers.empty() || s.options().device_kv_layers == d.gpu_layers,
-        "--device cuda: the sequence's memory budget leaves other layers' K/V to the device than the decoder holds");
+        "device cuda: the sequence's memory budget leaves other layers' K/V to the device than the decoder holds");
   attn::QueryHashing hashing;
   const bool hashes = s.external_step().policy().query_hashing(&hashing);
   check(!d.split || (hashes && hashing.k == d.hashing.k && hashing.l == d.hashing.l && hashing.ld == d.hashing.ld &&
                      hashing.fused == d.hashing.fused && s.options().attention.lsh_seed == d.opt.attention.lsh_seed),
-        "--device cuda: the sequence's LSH projection (K, L, seed) differs from the decoder's");
+        "device cuda: the sequence's LSH projection (K, L, seed) differs from the decoder's");
   const auto free_slot = std::find(d.owner.begin(), d.owner.end(), nullptr);
-  check(free_slot != d.owner.end(), "--device cuda: all " + std::to_string(d.opt.max_batch) +
+  check(free_slot != d.owner.end(), "device cuda: all " + std::to_string(d.opt.max_batch) +
                                         " batch slots are in use (raise the planned batch)");
   const int slot = int(free_slot - d.owner.begin());
   set_device(d.opt.device);
@@ -473,7 +473,7 @@ void CudaDecoder::attach(Sequence& s) {
 void CudaDecoder::detach(Sequence& s, bool restore_kv) {
   Impl& d = *impl_;
   const int slot = d.slot_of(s);
-  check(slot >= 0, "--device cuda: the sequence to detach is not attached");
+  check(slot >= 0, "device cuda: the sequence to detach is not attached");
   if (!restore_kv) {
     d.owner[size_t(slot)] = nullptr;
     return;
@@ -494,16 +494,16 @@ void CudaDecoder::detach(Sequence& s, bool restore_kv) {
 
 void CudaDecoder::validate_step(std::span<Sequence* const> seqs, std::span<const int32_t> tokens) const {
   const Impl& d = *impl_;
-  check(!seqs.empty(), "--device cuda: the batch is empty");
-  check(seqs.size() == tokens.size(), "--device cuda: " + std::to_string(seqs.size()) + " sequences but " +
+  check(!seqs.empty(), "device cuda: the batch is empty");
+  check(seqs.size() == tokens.size(), "device cuda: " + std::to_string(seqs.size()) + " sequences but " +
                                           std::to_string(tokens.size()) + " tokens");
   std::set<const Sequence*> seen;
   for (size_t i = 0; i < seqs.size(); ++i) {
-    const std::string who = "--device cuda: sequence " + std::to_string(i);
+    const std::string who = "device cuda: sequence " + std::to_string(i);
     check(seqs[i] != nullptr && d.slot_of(*seqs[i]) >= 0, who + " is not attached to the decoder");
     check(seen.insert(seqs[i]).second, who + " appears twice in the batch");
     check(seqs[i]->n_tokens() < seqs[i]->n_ctx(), who + ": context is full (" + std::to_string(seqs[i]->n_ctx()) +
-                                                       " tokens); raise -c to generate more");
+                                                       " tokens); raise n_ctx to generate more");
     check(tokens[i] >= 0 && tokens[i] < d.model.hp.n_vocab,
           who + ": token id " + std::to_string(tokens[i]) + " is out of range");
   }
@@ -518,7 +518,7 @@ void CudaDecoder::step(std::span<Sequence* const> seqs, std::span<const int32_t>
 void CudaDecoder::step_greedy(std::span<Sequence* const> seqs, std::span<const int32_t> tokens,
                               std::span<int32_t> next) {
   validate_step(seqs, tokens);
-  check(next.size() == seqs.size(), "--device cuda: " + std::to_string(seqs.size()) + " sequences but room for " +
+  check(next.size() == seqs.size(), "device cuda: " + std::to_string(seqs.size()) + " sequences but room for " +
                                         std::to_string(next.size()) + " greedy tokens");
   set_device(impl_->opt.device);
   impl_->run_step(seqs, tokens, next.data());

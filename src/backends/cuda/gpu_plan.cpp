@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "attention/registry.h"
 #include "common/error.h"
 #include "model/model.h"
 
@@ -40,8 +41,10 @@ size_t device_weight_bytes(DType t, int64_t rows, int64_t cols) {
 }
 
 std::vector<char> gpu_attention_layers(const attn::Config& cfg, int n_layer) {
-  std::vector<char> on_gpu(size_t(n_layer), cfg.name == "dense" ? 1 : 0);
-  if (cfg.name == "dense") return on_gpu;
+  const attn::PolicyDesc* policy = attn::find_policy(cfg.name);
+  const bool exact = policy && policy->exact;
+  std::vector<char> on_gpu(size_t(n_layer), exact ? 1 : 0);
+  if (exact) return on_gpu;
   const std::vector<int> dense = cfg.dense_layers_set ? cfg.dense_layers : attn::default_dense_layers(cfg.name, n_layer);
   for (int l : dense)
     if (l >= 0 && l < n_layer) on_gpu[size_t(l)] = 1;
@@ -116,11 +119,11 @@ GpuMemoryPlan plan_gpu_memory(const ModelFootprint& m, const GpuPlanRequest& req
 
 void check_gpu_plan(const GpuMemoryPlan& plan, size_t device_free, size_t limit) {
   if (limit > 0 && plan.total() > limit)
-    throw Error(plan.describe() + " exceeds --gpu-mem-limit " + gib(limit) +
-                "; lower -c or the batch, or use --attn magicpig to keep the sparse layers' KV on the CPU");
+    throw Error(plan.describe() + " exceeds gpu_mem_limit " + gib(limit) +
+                "; lower n_ctx or the batch, or use attn magicpig to keep the sparse layers' KV on the CPU");
   if (plan.total() > device_free)
     throw Error(plan.describe() + " exceeds the device's free memory " + gib(device_free) +
-                "; lower -c or the batch, or use --attn magicpig to keep the sparse layers' KV on the CPU");
+                "; lower n_ctx or the batch, or use attn magicpig to keep the sparse layers' KV on the CPU");
 }
 
 }  // namespace mp::cuda

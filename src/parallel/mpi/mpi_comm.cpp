@@ -112,7 +112,7 @@ class MpiComm final : public Comm {
       if (Clock::now() > deadline)
         throw Error("rank " + std::to_string(rank_) + ": no answer from the other ranks within " +
                     std::to_string(int(timeout_s_)) + " s during " + what +
-                    " (a rank died, hangs or cannot be reached; --cp-timeout sets the limit)");
+                    " (a rank died, hangs or cannot be reached; cp_timeout sets the limit)");
       if (polls > 200) usleep(polls > 2000 ? 50 : 5);
     }
   }
