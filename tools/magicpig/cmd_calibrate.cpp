@@ -75,9 +75,9 @@ int cmd_calibrate(int argc, char** argv) {
           [&](const std::string& v) { opt.seed = uint64_t(parse_int("--seed", v, 0, INT64_MAX)); });
   a.flag({"--no-chat"}, "bare prompts instead of the model's chat template", no_chat);
   a.value({"--cost-target"}, "F", "mean fraction of prompt keys read, exact heads included (default 0.08)",
-          [&](const std::string& v) { opt.cost_target = parse_float("--cost-target", v, 1e-6, 1); });
+          [&](const std::string& v) { opt.cost_target = parse_real("--cost-target", v, 0, 1, /*lo_open=*/true); });
   a.value({"--min-missed"}, "F", "needle mass a head must miss to be made exact (default 0.02)",
-          [&](const std::string& v) { opt.min_missed = parse_float("--min-missed", v, 0, 1); });
+          [&](const std::string& v) { opt.min_missed = parse_real("--min-missed", v, 0, 1); });
   a.value({"--out"}, "DIR", "heads.csv and calibration.md (default calibration)",
           [&](const std::string& v) { out_dir = v; });
   a.value({"-o", "--profile"}, "FILE", "the profile (default DIR/profile.json; MODEL.gguf.profile.json is used by default)",
