@@ -19,6 +19,8 @@ std::string underscored(std::string key) {
 
 bool is_dense_layers_key(const std::string& key) { return underscored(key) == kDenseLayersKey; }
 
+bool is_exact_heads_key(const std::string& key) { return underscored(key) == kExactHeadsKey; }
+
 const ParamDesc* find_spec_param(const PolicyDesc& policy, const std::string& key) {
   for (const ParamDesc* p : policy.params)
     if (underscored(p->key) == underscored(key)) return p;
@@ -28,7 +30,7 @@ const ParamDesc* find_spec_param(const PolicyDesc& policy, const std::string& ke
 std::string unknown_key_message(const PolicyDesc& policy, const std::string& key) {
   const std::string keys = param_keys_text(policy);
   return "unknown key '" + key + "' for " + policy.name + " (known: " + (keys.empty() ? "" : keys + ", ") +
-         kDenseLayersKey + ")";
+         kDenseLayersKey + ", " + kExactHeadsKey + ")";
 }
 
 void set_param_text(const ParamDesc& p, Config& cfg, const std::string& text, const std::string& name) {
@@ -44,6 +46,23 @@ std::vector<int> parse_dense_layers(const std::string& text, const std::string& 
   if (text == "none") return layers;
   for (const std::string& l : split(text, '/')) layers.push_back(int(parse_int(name, l, 0, 4095)));
   return layers;
+}
+
+std::vector<std::pair<int, int>> parse_exact_heads(const std::string& text, const std::string& name) {
+  std::vector<std::pair<int, int>> heads;
+  if (text == "none") return heads;
+  for (const std::string& h : split(text, '/')) {
+    const size_t dot = h.find('.');
+    check(dot != std::string::npos, name + " expects LAYER.KV_HEAD pairs separated by '/', got '" + h + "'");
+    heads.emplace_back(int(parse_int(name, h.substr(0, dot), 0, 4095)), int(parse_int(name, h.substr(dot + 1), 0, 4095)));
+  }
+  return heads;
+}
+
+std::string exact_heads_text(const std::vector<std::pair<int, int>>& heads) {
+  std::string t;
+  for (const auto& [l, h] : heads) t += (t.empty() ? "" : "/") + std::to_string(l) + "." + std::to_string(h);
+  return t.empty() ? "none" : t;
 }
 
 std::string with_spec_keys(const std::string& msg) {
@@ -83,6 +102,10 @@ Config config_from_spec(const std::string& entry, const Config& base) {
     if (is_dense_layers_key(key)) {
       cfg.dense_layers = parse_dense_layers(value, where + ": " + key);
       cfg.dense_layers_set = true;
+      continue;
+    }
+    if (is_exact_heads_key(key)) {
+      cfg.exact_heads = parse_exact_heads(value, where + ": " + key);
       continue;
     }
     const ParamDesc* p = find_spec_param(policy, key);

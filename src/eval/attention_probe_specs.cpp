@@ -47,6 +47,7 @@ std::string PolicySpec::params() const {
     for (int x : c.dense_layers) l += (l.empty() ? "" : ";") + std::to_string(x);
     add("dense-layers", l.empty() ? "none" : l);
   }
+  if (!c.exact_heads.empty()) add(attn::kExactHeadsKey, attn::exact_heads_text(c.exact_heads));
   return p;
 }
 

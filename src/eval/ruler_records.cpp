@@ -34,6 +34,7 @@ bool same_policy(const nlohmann::json& old_entry, const nlohmann::json& now) {
       if (old_entry[k] != v) return false;
       continue;
     }
+    if (k == "exact_heads") return false;  // absent means none, and now there are some
     if (!policy || attn::reads_field(*policy, k)) return false;
   }
   for (const auto& [k, v] : old_entry.items())
@@ -52,6 +53,8 @@ nlohmann::json policy_json(const attn::Config& c) {
     else j[p->field] = p->get_int(c);
   }
   j["dense_layers"] = c.dense_layers_set ? nlohmann::json(c.dense_layers) : nlohmann::json("default");
+  // Written only when there are some, so folders of runs before exact heads existed resume.
+  if (!c.exact_heads.empty()) j["exact_heads"] = c.exact_heads;
   return j;
 }
 

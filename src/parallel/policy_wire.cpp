@@ -39,6 +39,8 @@ void append_policy(const attn::Config& cfg, std::vector<char>& out) {
   put(out, uint8_t(cfg.dense_layers_set));
   put(out, uint32_t(cfg.dense_layers.size()));
   for (int l : cfg.dense_layers) put(out, int32_t(l));
+  put(out, uint32_t(cfg.exact_heads.size()));
+  for (const auto& [l, h] : cfg.exact_heads) put(out, int32_t(l)), put(out, int32_t(h));
 }
 
 attn::Config read_policy(std::span<const char> in, size_t& pos) {
@@ -53,8 +55,14 @@ attn::Config read_policy(std::span<const char> in, size_t& pos) {
   }
   cfg.insert_generated = get<uint8_t>(in, pos) != 0;
   cfg.dense_layers_set = get<uint8_t>(in, pos) != 0;
-  cfg.dense_layers.resize(get<uint32_t>(in, pos));
+  const uint32_t n_dense = get<uint32_t>(in, pos);
+  check(size_t(n_dense) * 4 <= in.size() - pos, "context parallel: truncated policy configuration");
+  cfg.dense_layers.resize(n_dense);
   for (int& l : cfg.dense_layers) l = get<int32_t>(in, pos);
+  const uint32_t n_exact = get<uint32_t>(in, pos);
+  check(size_t(n_exact) * 8 <= in.size() - pos, "context parallel: truncated policy configuration");
+  cfg.exact_heads.resize(n_exact);
+  for (auto& [l, h] : cfg.exact_heads) l = get<int32_t>(in, pos), h = get<int32_t>(in, pos);
   return cfg;
 }
 

@@ -1,5 +1,7 @@
 // magicpig bench: llama-bench-style speed tables (prompt processing and generation tokens/s
 // at several depths) for each attention policy.
+#include <functional>
+#include <map>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -13,6 +15,7 @@
 #include "bench_cuda.h"
 #include "attention/registry.h"
 #include "common.h"
+#include "model/forward.h"
 #include "device_options.h"
 #include "common/error.h"
 #include "common/rng.h"
@@ -93,8 +96,9 @@ std::string test_name(const Row& r) {
   return t;
 }
 
+// config_of(name): the configuration policy `name` ran with (K, L and exact heads are printed).
 void print_rows(const std::vector<Row>& rows, const Model& m, const std::string& path, const BenchOptions& o,
-                const attn::Config& ac) {
+                const std::function<attn::Config(const std::string&)>& config_of) {
   const double size_gib = double(m.weight_bytes()) / double(1 << 30);
   size_t params = 0;
   for (const gguf::TensorInfo& t : m.file.tensors()) params += size_t(t.n_elements());
@@ -102,6 +106,7 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
     std::printf("[\n");
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
+      const attn::Config ac = config_of(r.attn);
       const int64_t tokens = (r.n_prompt + r.n_gen) * r.n_seq;
       std::vector<double> ts;
       for (double ns : r.ns) ts.push_back(double(tokens) * 1e9 / ns);
@@ -138,12 +143,14 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
     std::printf("| model | size | params | attn | K,L | n_seq | threads | test | t/s | ms/token | keys read | KV | "
                 "tables | peak RSS |\n|---|---:|---:|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
+    const attn::Config ac = config_of(r.attn);
     const int64_t tokens = (r.n_prompt + r.n_gen) * r.n_seq;
     std::vector<double> ts;
     for (double ns : r.ns) ts.push_back(double(tokens) * 1e9 / ns);
     const double ms_tok = mean(r.ns) / 1e6 / double(tokens);
     const bool lsh = attn::reads_field(attn::policy_desc(r.attn), "lsh_k");
-    const std::string kl = lsh ? std::to_string(ac.lsh_k) + "," + std::to_string(ac.lsh_l) : "-";
+    std::string kl = lsh ? std::to_string(ac.lsh_k) + "," + std::to_string(ac.lsh_l) : "-";
+    if (!ac.exact_heads.empty()) kl += " +" + std::to_string(ac.exact_heads.size()) + " exact heads";
     const std::string name = std::filesystem::path(path).filename().string();
     if (csv)
       std::printf("%s,%.3f,%.2f,%s,%d,%d,%d,%d,%s,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.5f,%.2f,%.2f,%.3f,%.1f\n", name.c_str(),
@@ -193,7 +200,8 @@ int cmd_bench(int argc, char** argv) {
           });
   a.value({"--depth-file"}, "FILE", "text whose tokens fill the depth and prompts (default: random ids)",
           [&](const std::string& v) { o.depth_file = v; });
-  add_attention_options(a, ac, /*with_name=*/false);
+  ProfileChoice profile;
+  add_attention_options(a, ac, /*with_name=*/false, &profile);
   a.value({"--attn"}, "LIST", "policies, e.g. dense,magicpig", [&](const std::string& v) {
     o.attn = split(v, ',');  // a list here, one name in run
     for (const std::string& name : o.attn) check_policy_name(name);
@@ -238,8 +246,20 @@ int cmd_bench(int argc, char** argv) {
       r.table_build_s = c.table_build_s;
       rows.push_back(std::move(r));
     }
-    print_rows(rows, *model, path, o, ac);
+    print_rows(rows, *model, path, o, [&](const std::string& name) {
+      attn::Config c = ac;
+      c.name = name;
+      return c;
+    });
     return 0;
+  }
+  // Each policy's configuration: the flags', or its calibration profile (profile_options.h).
+  std::map<std::string, attn::Config> configs;
+  for (const std::string& name : o.attn) {
+    attn::Config c = ac;
+    c.name = name;
+    apply_attention_profile(c, profile, path, head_shape(model->hp));
+    configs[name] = c;
   }
   const auto budget = std::make_shared<MemoryBudget>(par.mem_limit);
   for (int threads : o.threads)
@@ -255,8 +275,7 @@ int cmd_bench(int argc, char** argv) {
       if (o.depth_fill == "random") base.fill_random(depth, o.seed);
       else base.prefill(std::span(tokens).first(size_t(depth)));
       for (const std::string& name : o.attn) {
-        attn::Config c = ac;
-        c.name = name;
+        const attn::Config& c = configs.at(name);
         so.attention = c;
         for (int64_t np : o.n_prompt) {
           if (np == 0) continue;
@@ -362,7 +381,7 @@ int cmd_bench(int argc, char** argv) {
           }
       }
     }
-  print_rows(rows, *model, path, o, ac);
+  print_rows(rows, *model, path, o, [&](const std::string& name) { return configs.at(name); });
   return 0;
 }
 

@@ -5,6 +5,7 @@
 #include <filesystem>
 
 #include "common.h"
+#include "model/forward.h"
 #include "attention/registry.h"
 #include "common/error.h"
 #include "eval/ruler_runner.h"
@@ -46,7 +47,8 @@ int cmd_eval_ruler(int argc, char** argv) {
   a.flag({"--chat"}, "ask in the model's chat template (as run --chat): context and question as the user turn, "
          "the answer prefix after the assistant header", chat);
   a.flag({"-q", "--quiet"}, "do not print the summary on stdout", quiet);
-  add_attention_options(a, base, /*with_name=*/false);
+  ProfileChoice profile;
+  add_attention_options(a, base, /*with_name=*/false, &profile);
   if (!a.parse(argc, argv, 2)) return 0;
 
   check(!out_dir.empty(), "--out DIR is required (results and resume state go there)");
@@ -71,6 +73,18 @@ int cmd_eval_ruler(int argc, char** argv) {
   if (haystack.empty()) haystack = (std::filesystem::path(data) / "haystack.txt").string();
   const eval::ruler::Resources res = eval::ruler::load_resources(words, haystack);
   std::unique_ptr<Model> model = Model::load(opt.model_path);
+  // A bare entry ("magicpig") takes the model's calibration profile (or --attn-profile's) and is
+  // labelled NAME+profile; entries with keys set their parameters themselves.
+  bool applied = false;
+  for (eval::ruler::PolicySpec& p : opt.policies) {
+    if (p.label != p.config.name) continue;
+    if (!apply_attention_profile(p.config, profile, opt.model_path, head_shape(model->hp)).empty()) {
+      p.label += "+profile";
+      applied = true;
+    }
+  }
+  check(applied || profile.choice.empty() || profile.choice == "none",
+        "--attn-profile " + profile.choice + ": no bare entry of its policy in --attn to apply it to (e.g. --attn dense,magicpig)");
 
   using Clock = std::chrono::steady_clock;
   const auto t0 = Clock::now();

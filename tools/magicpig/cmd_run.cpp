@@ -7,6 +7,7 @@
 #include <sstream>
 
 #include "common.h"
+#include "model/forward.h"
 #include "device_options.h"
 #include "run_parallel.h"
 #include "run_report.h"
@@ -89,7 +90,8 @@ int cmd_run(int argc, char** argv) {
           "prompt's prefill there",
           [&](const std::string& v) { prompt_cache = v; });
   a.flag({"--prompt-cache-ro"}, "use --prompt-cache without updating the file", prompt_cache_ro);
-  add_attention_options(a, ac);
+  ProfileChoice profile;
+  add_attention_options(a, ac, /*with_name=*/true, &profile);
   ParallelRunOptions par;
   DeviceOptions dev;
   add_decode_options(a, par, dev);
@@ -110,6 +112,7 @@ int cmd_run(int argc, char** argv) {
   const std::string path = resolve_model_path(mo.model);
   std::unique_ptr<Model> model = Model::load(path);
   const double load_s = seconds_since(t_load);
+  apply_attention_profile(ac, profile, path, head_shape(model->hp));
 
   std::string text = prompt;
   if (chat) {

@@ -44,13 +44,15 @@ int cmd_serve(int argc, char** argv) {
           [&](const std::string& v) { so.read_timeout_s = int(parse_int("--timeout", v, 1, 3600)); });
   a.value({"--alias"}, "NAME", "model name in /v1/models and responses (default: the file name)",
           [&](const std::string& v) { so.model_id = v; });
-  add_attention_options(a, so.attention);
+  ProfileChoice profile;
+  add_attention_options(a, so.attention, /*with_name=*/true, &profile);
   ParallelRunOptions par;
   add_parallel_serve_options(a, par);
   if (!a.parse(argc, argv, 2)) return 0;
 
   const std::string path = resolve_model_path(mo.model);
   std::unique_ptr<Model> model = Model::load(path);
+  apply_attention_profile(so.attention, profile, path, head_shape(model->hp));
   so.n_ctx = mo.n_ctx;
   so.kv_type = kv_type_for(mo, *model);
   so.n_threads = resolved_threads(mo);

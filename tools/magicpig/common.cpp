@@ -118,7 +118,10 @@ std::string readers_of(const std::string& field) {
 
 }  // namespace
 
-void add_attention_options(Args& a, attn::Config& c, bool with_name) {
+void add_attention_options(Args& a, attn::Config& c, bool with_name, ProfileChoice* profile) {
+  auto given = [profile](const std::string& flag) {
+    if (profile) profile->flags.push_back(flag);
+  };
   std::string names;
   for (const std::string& n : attn::policy_names()) names += (names.empty() ? "" : "|") + n;
   if (with_name)
@@ -132,17 +135,29 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name) {
     const std::string flag = f.flags[0];
     const std::string help = readers_of(p->field) + p->help + " (default " + attn::param_text(*p, attn::Config{}) + ")";
     a.value(f.flags, p->type == attn::ParamType::Fraction ? "F" : "N", help,
-            [&c, p, flag](const std::string& v) { attn::set_param_text(*p, c, v, flag); });
+            [&c, p, flag, given](const std::string& v) {
+              attn::set_param_text(*p, c, v, flag);
+              given(flag);
+            });
   }
   a.action({"--no-lsh-insert-generated"}, "magicpig: keep generated tokens exact instead of hashing them",
            [&c] { c.insert_generated = false; });
   a.value({"--dense-layers"}, "LIST", "layers with exact attention, e.g. 0,16 (default: the policy's)",
-          [&c](const std::string& v) {
+          [&c, given](const std::string& v) {
+            given("--dense-layers");
             c.dense_layers.clear();
             c.dense_layers_set = true;
             if (v.empty() || v == "none") return;
             for (const std::string& s : split(v, ',')) c.dense_layers.push_back(int(parse_int("--dense-layers", s, 0, 4095)));
           });
+  if (profile)
+    a.value({"--attn-profile"}, "FILE|none",
+            "calibration profile of the attention policy (docs/calibration.md); default: the model's own "
+            "(MODEL.gguf.profile.json or models/profiles/), unless parameter flags are given",
+            [profile](const std::string& v) {
+              check(!v.empty(), "--attn-profile needs a file or none");
+              profile->choice = v;
+            });
 }
 
 std::string with_flag_names(const std::string& msg) {

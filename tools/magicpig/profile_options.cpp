@@ -1,0 +1,57 @@
+#include "profile_options.h"
+
+#include <cstdio>
+
+#include "attention/profile.h"
+#include "common/error.h"
+
+namespace mp::cli {
+
+namespace {
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string s;
+  for (const std::string& x : v) s += (s.empty() ? "" : ", ") + x;
+  return s;
+}
+
+}  // namespace
+
+std::string profile_for(const attn::Config& c, const ProfileChoice& p, const std::string& model_path,
+                        const attn::HeadShape& shape) {
+  if (p.choice == "none") return "";
+  const bool named = !p.choice.empty();
+  const std::string path = named ? p.choice : attn::default_profile_path(model_path);
+  if (path.empty()) return "";
+  if (named) {
+    check(p.flags.empty(), "--attn-profile " + path + " sets the attention parameters; " + joined(p.flags) +
+                               " given too (pass --attn-profile none to set them by hand)");
+  } else if (!p.flags.empty()) {
+    std::fprintf(stderr, "note: not using the model's attention profile %s, since %s given (--attn-profile FILE|none)\n",
+                 path.c_str(), joined(p.flags).c_str());
+    return "";
+  }
+  const attn::Profile prof = attn::read_profile(path);
+  if (prof.config.name != c.name) {
+    check(!named, "--attn-profile " + path + " is a profile for --attn " + prof.config.name + ", not " + c.name);
+    return "";
+  }
+  attn::check_profile_fits(prof, shape, path);
+  return path;
+}
+
+std::string apply_attention_profile(attn::Config& c, const ProfileChoice& p, const std::string& model_path,
+                                    const attn::HeadShape& shape) {
+  const std::string path = profile_for(c, p, model_path, shape);
+  if (path.empty()) return "";
+  const attn::Profile prof = attn::read_profile(path);
+  const bool insert_generated = c.insert_generated;
+  c = prof.config;
+  c.insert_generated = insert_generated;
+  std::fprintf(stderr, "attention profile %s: %zu exact KV heads, dense layers", path.c_str(), c.exact_heads.size());
+  for (int l : c.dense_layers) std::fprintf(stderr, " %d", l);
+  std::fprintf(stderr, "\n");
+  return path;
+}
+
+}  // namespace mp::cli

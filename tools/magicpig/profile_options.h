@@ -1,0 +1,28 @@
+// --attn-profile FILE|none: a calibration profile (attention/profile.h) as the attention
+// configuration of run, serve, bench and eval ruler.
+#pragma once
+#include <string>
+#include <vector>
+
+#include "attention/policy.h"
+
+namespace mp::cli {
+
+struct ProfileChoice {
+  std::string choice;              // "": the model's own profile, if it has one; "none"; or a file
+  std::vector<std::string> flags;  // attention parameter flags given by hand
+};
+
+// The profile c should use: "" when none applies. c.name must be the profile's policy. A file
+// named by --attn-profile that does not exist, is malformed, is for another policy or another
+// model shape, or comes with parameter flags, is an error. The model's own profile
+// (attn::default_profile_path) is used only when no parameter flag was given (a note says so).
+std::string profile_for(const attn::Config& c, const ProfileChoice& p, const std::string& model_path,
+                        const attn::HeadShape& shape);
+
+// Applies profile_for's profile to c (policy parameters, dense layers, exact heads; the other
+// fields of c stay) and says so on stderr. Returns the profile's path, "" when none applied.
+std::string apply_attention_profile(attn::Config& c, const ProfileChoice& p, const std::string& model_path,
+                                    const attn::HeadShape& shape);
+
+}  // namespace mp::cli
