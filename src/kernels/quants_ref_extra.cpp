@@ -68,10 +68,8 @@ void dequantize_q3_k(const BlockQ3_K* b, float* y, int64_t nb) {
 }
 
 void dequantize_q5_k(const BlockQ5_K* b, float* y, int64_t nb) {
-  // Q4_K's nibbles with bit j of qh[l] as the fifth bit of element l of sub-block j.
-  ref::dequantize_q4_k_family(b, y, nb, [](const BlockQ5_K& blk, int j, int l) {
-    return ((blk.qs[32 * (j / 2) + l] >> (4 * (j % 2))) & 0xF) + ((blk.qh[l] >> j) & 1 ? 16 : 0);
-  });
+  // Bit j of qh[l] is the fifth bit of element l of sub-block j.
+  ref::dequantize_q4_k_family(b, y, nb, [](const BlockQ5_K& blk, int j, int l) { return (blk.qh[l] >> j) & 1 ? 16 : 0; });
 }
 
 // ggml quantize_row_q5_1_ref: d = (max - min) / 31, m = min, q = trunc((x - min) / d + 0.5).

@@ -162,16 +162,23 @@ void requantize_q4_k_family(const Block& y, const float* x, int qmax, Put put) {
   }
 }
 
-// Q4_K / Q5_K dequantisation: value(j, l) is element l's unsigned quant in sub-block j.
-template <class Block, class Quant>
-void dequantize_q4_k_family(const Block* b, float* y, int64_t nb, Quant quant) {
+// Q4_K / Q5_K dequantisation: sub-block 2c is the low nibbles of 64-element chunk c, 2c + 1
+// its high ones; fifth(block, j, l) adds what the format puts above the nibble (0 or 16). The
+// nibble is picked per call site, not from j % 2, so that each inner loop vectorises.
+template <class Block, class Fifth>
+void dequantize_q4_k_family(const Block* b, float* y, int64_t nb, Fifth fifth) {
   for (int64_t i = 0; i < nb; ++i, y += kQK_K) {
     const float d = fp16_to_f32(b[i].d), dmin = fp16_to_f32(b[i].dmin);
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      scale_min_q4_k(j, b[i].scales, &sc, &m);
-      const float d1 = d * sc, m1 = dmin * m;
-      for (int l = 0; l < 32; ++l) y[32 * j + l] = d1 * quant(b[i], j, l) - m1;
+    for (int c = 0; c < 4; ++c) {
+      const uint8_t* q = b[i].qs + 32 * c;
+      auto sub_block = [&](int j, auto nibble) {
+        uint8_t sc, m;
+        scale_min_q4_k(j, b[i].scales, &sc, &m);
+        const float d1 = d * sc, m1 = dmin * m;
+        for (int l = 0; l < 32; ++l) y[32 * j + l] = d1 * (nibble(q[l]) + fifth(b[i], j, l)) - m1;
+      };
+      sub_block(2 * c, [](uint8_t v) { return v & 0xF; });
+      sub_block(2 * c + 1, [](uint8_t v) { return v >> 4; });
     }
   }
 }
