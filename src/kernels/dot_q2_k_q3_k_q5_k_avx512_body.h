@@ -3,17 +3,8 @@
 // dot_q2_k_q3_k_q5_k_vnni_avx512.cpp (MP_VNNI 1: vpdpwssd), with identical int32 lanes.
 // 64 elements per vector: one 32-byte row of packed quants is broadcast to both 256-bit halves
 // and one variable shift per 16-bit word picks each half's bit field (as Q4_K's nibbles).
-#if !defined(MP_VNNI) || !defined(MP_SUFFIX)
-#error "define MP_VNNI and MP_SUFFIX before including dot_q2_k_q3_k_q5_k_avx512_body.h"
-#endif
-
-#include <immintrin.h>
-
-#include "kernels/dot_quant_isa.h"
+#include "kernels/dot_body_begin_avx512.h"
 #include "kernels/k_quant_ops_avx512.h"
-
-#define MP_CAT2(a, b) a##_##b
-#define MP_CAT(a, b) MP_CAT2(a, b)
 
 namespace mp::kernels::detail {
 
@@ -67,7 +58,4 @@ float MP_CAT(dot_q5_k, MP_SUFFIX)(const BlockQ5_K* w, const ActQ8K* x, int64_t n
 
 }  // namespace mp::kernels::detail
 
-#undef MP_CAT
-#undef MP_CAT2
-#undef MP_SUFFIX
-#undef MP_VNNI
+#include "kernels/dot_body_end_avx512.h"

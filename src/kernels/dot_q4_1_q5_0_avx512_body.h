@@ -4,17 +4,8 @@
 // Four blocks per vector with x grouped as for Q4_0 (ActQ8Quad): 128-bit lane k is block k, and
 // one vpermw / vpermt2w gathers the four blocks' fp16 fields (and Q5_0's fifth bits, which
 // then become byte masks: bit i of a 64-bit word is byte i of a nibble vector).
-#if !defined(MP_VNNI) || !defined(MP_SUFFIX)
-#error "define MP_VNNI and MP_SUFFIX before including dot_q4_1_q5_0_avx512_body.h"
-#endif
-
-#include <immintrin.h>
-
-#include "kernels/dot_quant_isa.h"
+#include "kernels/dot_body_begin_avx512.h"
 #include "kernels/quad_ops_avx512.h"
-
-#define MP_CAT2(a, b) a##_##b
-#define MP_CAT(a, b) MP_CAT2(a, b)
 
 namespace mp::kernels::detail {
 
@@ -64,7 +55,4 @@ float MP_CAT(dot_q5_0, MP_SUFFIX)(const BlockQ5_0* w, const ActQ8Quad* xq, int64
 
 }  // namespace mp::kernels::detail
 
-#undef MP_CAT
-#undef MP_CAT2
-#undef MP_SUFFIX
-#undef MP_VNNI
+#include "kernels/dot_body_end_avx512.h"

@@ -2,17 +2,8 @@
 // dot_q4_1_q5_0_avx512_body.h: dot_q5_1_iq4_nl_avx512.cpp (MP_VNNI 0: maddubs + madd) and
 // dot_q5_1_iq4_nl_vnni_avx512.cpp (MP_VNNI 1: vpdpbusd), with identical int32 lanes. Four
 // blocks per vector with x grouped as for Q4_0 (ActQ8Quad): 128-bit lane k is block k.
-#if !defined(MP_VNNI) || !defined(MP_SUFFIX)
-#error "define MP_VNNI and MP_SUFFIX before including dot_q5_1_iq4_nl_avx512_body.h"
-#endif
-
-#include <immintrin.h>
-
-#include "kernels/dot_quant_isa.h"
+#include "kernels/dot_body_begin_avx512.h"
 #include "kernels/quad_ops_avx512.h"
-
-#define MP_CAT2(a, b) a##_##b
-#define MP_CAT(a, b) MP_CAT2(a, b)
 
 namespace mp::kernels::detail {
 
@@ -82,7 +73,4 @@ float MP_CAT(dot_iq4_nl, MP_SUFFIX)(const BlockIQ4_NL* w, const ActQ8Quad* xq, i
 
 }  // namespace mp::kernels::detail
 
-#undef MP_CAT
-#undef MP_CAT2
-#undef MP_SUFFIX
-#undef MP_VNNI
+#include "kernels/dot_body_end_avx512.h"

@@ -13,18 +13,9 @@
 //  - Q4_K nibbles are unpacked by a broadcast load + one variable shift + and;
 //  - Q4_K's 6-bit scales become one broadcast + one vpshufb per 64 weights, its mins one
 //    vpmaddwd per super-block; Q6_K's -32 offset one vpmaddwd per super-block.
-#if !defined(MP_VNNI) || !defined(MP_SUFFIX)
-#error "define MP_VNNI and MP_SUFFIX before including dot_quant_avx512_body.h"
-#endif
-
-#include <immintrin.h>
-
-#include "kernels/dot_quant_isa.h"
+#include "kernels/dot_body_begin_avx512.h"
 #include "kernels/k_quant_ops_avx512.h"
 #include "kernels/quad_ops_avx512.h"
-
-#define MP_CAT2(a, b) a##_##b
-#define MP_CAT(a, b) MP_CAT2(a, b)
 
 namespace mp::kernels::detail {
 
@@ -142,7 +133,4 @@ float MP_CAT(dot_q6_k, MP_SUFFIX)(const BlockQ6_K* w, const ActQ8K* x, int64_t n
 
 }  // namespace mp::kernels::detail
 
-#undef MP_CAT
-#undef MP_CAT2
-#undef MP_SUFFIX
-#undef MP_VNNI
+#include "kernels/dot_body_end_avx512.h"
