@@ -6,8 +6,6 @@
 
 #include "common/half.h"
 #include "kernels/dot_quant_isa.h"
-#include "kernels/f32_vec_avx2.h"
-#include "kernels/fma_dot_body.h"
 #include "kernels/hsum_avx2.h"
 #include "kernels/k_quant_ops_avx2.h"
 #include "kernels/quad_ops_avx2.h"
@@ -31,7 +29,20 @@ inline __m256i load(const void* p) { return _mm256_loadu_si256(static_cast<const
 
 }  // namespace
 
-float dot_f32_avx2(const float* w, const float* x, int64_t n) { return fma_dot<F32x8, F32x8>(w, x, n); }
+float dot_f32_avx2(const float* w, const float* x, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 8), _mm256_loadu_ps(x + i + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 16), _mm256_loadu_ps(x + i + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i + 24), _mm256_loadu_ps(x + i + 24), a3);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(w + i), _mm256_loadu_ps(x + i), a0);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) s += w[i] * x[i];
+  return s;
+}
 
 // Two blocks per vector with x regrouped (ActQ8Quad): 128-bit lane k belongs to block k, the
 // -8 offset starts the integer sum, and both fp16 scales are converted together.

@@ -6,12 +6,25 @@
 
 #include "common/half.h"
 #include "kernels/dot_quant_isa.h"
-#include "kernels/f32_vec_avx512.h"
-#include "kernels/fma_dot_body.h"
 
 namespace mp::kernels::detail {
 
-float dot_f32_avx512(const float* w, const float* x, int64_t n) { return fma_dot<F32x16, F32x16>(w, x, n); }
+float dot_f32_avx512(const float* w, const float* x, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 16), _mm512_loadu_ps(x + i + 16), a1);
+    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 32), _mm512_loadu_ps(x + i + 32), a2);
+    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i + 48), _mm512_loadu_ps(x + i + 48), a3);
+  }
+  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(w + i), _mm512_loadu_ps(x + i), a0);
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1u);
+    a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, w + i), _mm512_maskz_loadu_ps(m, x + i), a1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
 
 // Eight accumulators: one chunk of 32 values is two FMAs, and with fewer independent sums the
 // FMA latency, not the loads, would set the pace (rows from L3 ran at 16 instead of 32 bytes

@@ -2,8 +2,6 @@
 #include <immintrin.h>
 
 #include "common/half.h"
-#include "kernels/f32_vec_avx2.h"
-#include "kernels/fma_dot_body.h"
 #include "kernels/kv_rows_isa.h"
 
 namespace mp::kernels::detail {
@@ -17,6 +15,13 @@ inline __m256 load8_bf16(const uint16_t* p) {
 
 inline __m256 load8_f16(const uint16_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+
+inline float hsum(__m256 v) {
+  __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+  s = _mm_add_ss(s, _mm_movehdup_ps(s));
+  return _mm_cvtss_f32(s);
 }
 
 // Round-to-nearest-even f32 -> bf16 of 8 lanes, bit-identical to mp::f32_to_bf16.
@@ -45,15 +50,21 @@ inline float to_f32(uint16_t h) {
   else return fp16_to_f32(h);
 }
 
-// A bf16 / fp16 row as fma_dot's y operand.
 template <bool kBf16>
-struct HalfRow8 {
-  static __m256 load(const uint16_t* p) { return load8<kBf16>(p); }
-  static float to_f32(uint16_t h) { return detail::to_f32<kBf16>(h); }
-};
-
-template <bool kBf16>
-constexpr auto dot = fma_dot<F32x8, HalfRow8<kBf16>, uint16_t>;
+float dot(const float* x, const uint16_t* y, int64_t n) {
+  __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load8<kBf16>(y + i), a0);
+    a1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), load8<kBf16>(y + i + 8), a1);
+    a2 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 16), load8<kBf16>(y + i + 16), a2);
+    a3 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 24), load8<kBf16>(y + i + 24), a3);
+  }
+  for (; i + 8 <= n; i += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), load8<kBf16>(y + i), a0);
+  float s = hsum(_mm256_add_ps(_mm256_add_ps(a0, a1), _mm256_add_ps(a2, a3)));
+  for (; i < n; ++i) s += x[i] * to_f32<kBf16>(y[i]);
+  return s;
+}
 
 template <bool kBf16>
 void axpy(float a, const uint16_t* y, float* acc, int64_t n) {

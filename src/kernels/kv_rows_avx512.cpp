@@ -6,8 +6,6 @@
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
 
-#include "kernels/f32_vec_avx512.h"
-#include "kernels/fma_dot_body.h"
 #include "kernels/kv_rows_isa.h"
 
 namespace mp::kernels::detail {
@@ -41,14 +39,23 @@ inline __m256i to_bf16_16(__m512 v) {
   return _mm512_cvtepi32_epi16(r);
 }
 
-// A bf16 / fp16 row as fma_dot's y operand.
 template <bool kBf16>
-struct HalfRow16 {
-  static __m512 load(const uint16_t* p, __mmask16 m = 0xffff) { return load16<kBf16>(p, m); }
-};
-
-template <bool kBf16>
-constexpr auto dot = fma_dot<F32x16, HalfRow16<kBf16>, uint16_t>;
+float dot(const float* x, const uint16_t* y, int64_t n) {
+  __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), load16<kBf16>(y + i), a0);
+    a1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), load16<kBf16>(y + i + 16), a1);
+    a2 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 32), load16<kBf16>(y + i + 32), a2);
+    a3 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 48), load16<kBf16>(y + i + 48), a3);
+  }
+  for (; i + 16 <= n; i += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), load16<kBf16>(y + i), a0);
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), load16<kBf16>(y + i, m), a1);
+  }
+  return _mm512_reduce_add_ps(_mm512_add_ps(_mm512_add_ps(a0, a1), _mm512_add_ps(a2, a3)));
+}
 
 template <bool kBf16>
 void axpy(float a, const uint16_t* y, float* acc, int64_t n) {
