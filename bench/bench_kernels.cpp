@@ -120,7 +120,8 @@ using bench::random_weights;
 
 // New types go at the end: the type index is part of every benchmark name.
 constexpr DType kTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q8_0, DType::Q6_K,
-                            DType::Q4_K, DType::Q4_0, DType::Q4_1, DType::Q5_0};
+                            DType::Q4_K, DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q5_1,
+                            DType::IQ4_NL, DType::Q2_K, DType::Q3_K, DType::Q5_K};
 constexpr int kNumTypes = static_cast<int>(std::size(kTypes));
 
 // ---- (b) matvec, 14336 x 4096 (Llama-3-8B FFN up/gate). The iterations cycle through copies

@@ -1,6 +1,7 @@
 // Scalar twins of the Q2_K, Q3_K and Q5_K dot kernels: the integer super-block sums the SIMD
 // versions form (the sub-block offsets meet x's per-16 / per-32 sums, as for Q4_K / Q6_K).
 #include "common/half.h"
+#include "kernels/block_dot_scalar.h"
 #include "kernels/dot_quant_isa.h"
 
 namespace mp::kernels::detail {
@@ -50,23 +51,6 @@ float dot_q3_k_scalar(const BlockQ3_K* w, const ActQ8K* x, int64_t nb) {
 }
 
 // As dot_q4_k_scalar with 5-bit q.
-float dot_q5_k_scalar(const BlockQ5_K* w, const ActQ8K* x, int64_t nb) {
-  float s = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int sumi = 0, summ = 0;
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      scale_min_q4_k(j, w[i].scales, &sc, &m);
-      const uint8_t* q = w[i].qs + 32 * (j / 2);
-      int dot = 0;
-      for (int l = 0; l < 32; ++l)
-        dot += (((q[l] >> (4 * (j % 2))) & 0xF) | ((w[i].qh[l] >> j) & 1) << 4) * x[i].qs[32 * j + l];
-      sumi += sc * dot;
-      summ += m * x[i].bsums32[j];
-    }
-    s += x[i].d * (fp16_to_f32(w[i].d) * static_cast<float>(sumi) - fp16_to_f32(w[i].dmin) * static_cast<float>(summ));
-  }
-  return s;
-}
+float dot_q5_k_scalar(const BlockQ5_K* w, const ActQ8K* x, int64_t nb) { return scalar_dot::dot_q4_k_family(w, x, nb); }
 
 }  // namespace mp::kernels::detail

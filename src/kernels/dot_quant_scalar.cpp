@@ -1,8 +1,6 @@
 // Scalar twins of the integer dot kernels: same integer sums as the SIMD versions.
-#include <cstdlib>
-#include <cstring>
-
 #include "common/half.h"
+#include "kernels/block_dot_scalar.h"
 #include "kernels/dot_quant_isa.h"
 
 namespace mp::kernels::detail {
@@ -14,45 +12,25 @@ float dot_f32_scalar(const float* w, const float* x, int64_t n) {
 }
 
 float dot_q4_0_scalar(const BlockQ4_0* w, const ActQ8* x, int64_t nb) {
-  float s = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int sumi = 0;
-    for (int j = 0; j < kQK / 2; ++j)
-      sumi += ((w[i].qs[j] & 0xF) - 8) * x[i].qs[j] + ((w[i].qs[j] >> 4) - 8) * x[i].qs[j + kQK / 2];
-    s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi);
-  }
-  return s;
+  return scalar_dot::dot_blocks32(w, x, nb, [](const BlockQ4_0& b, int j) {
+    const scalar_dot::QuantPair n = scalar_dot::nibbles(b, j);
+    return scalar_dot::QuantPair{n.lo - 8, n.hi - 8};
+  });
 }
 
 // d*x.d*(q.x) + m*(x.d*sum x) per block: the min meets x's block sum.
 float dot_q4_1_scalar(const BlockQ4_1* w, const ActQ8* x, int64_t nb) {
-  float s = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int sumi = 0;
-    for (int j = 0; j < kQK / 2; ++j)
-      sumi += (w[i].qs[j] & 0xF) * x[i].qs[j] + (w[i].qs[j] >> 4) * x[i].qs[j + kQK / 2];
-    const float xsum = x[i].d * static_cast<float>(x[i].sum);
-    s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi) + fp16_to_f32(w[i].m) * xsum;
-  }
-  return s;
+  return scalar_dot::dot_blocks32(w, x, nb, scalar_dot::nibbles<BlockQ4_1>);
 }
 
 float dot_q5_0_scalar(const BlockQ5_0* w, const ActQ8* x, int64_t nb) {
-  float s = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    uint32_t qh;
-    std::memcpy(&qh, w[i].qh, 4);
-    int sumi = 0;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int q0 = (w[i].qs[j] & 0xF) | static_cast<int>((qh >> j) & 1) << 4;
-      const int q1 = (w[i].qs[j] >> 4) | static_cast<int>((qh >> (j + kQK / 2)) & 1) << 4;
-      sumi += (q0 - 16) * x[i].qs[j] + (q1 - 16) * x[i].qs[j + kQK / 2];
-    }
-    s += fp16_to_f32(w[i].d) * x[i].d * static_cast<float>(sumi);
-  }
-  return s;
+  return scalar_dot::dot_blocks32(w, x, nb, [](const BlockQ5_0& b, int j) {
+    const scalar_dot::QuantPair q = scalar_dot::five_bits(b, j);
+    return scalar_dot::QuantPair{q.lo - 16, q.hi - 16};
+  });
 }
 
+// One loop over all 32 products (no lo / hi split): GCC vectorises it, not the split form.
 float dot_q8_0_scalar(const BlockQ8_0* w, const ActQ8* x, int64_t nb) {
   float s = 0;
   for (int64_t i = 0; i < nb; ++i) {
@@ -73,24 +51,7 @@ float dot_bf16_scalar(const uint16_t* w, const EvenOdd32* xeo, const float* x, i
 }
 
 // sum_j d*sc_j*(q.x)_j - dmin * sum_j m_j * (sum x)_j, all times x.d.
-float dot_q4_k_scalar(const BlockQ4_K* w, const ActQ8K* x, int64_t nb) {
-  float s = 0;
-  for (int64_t i = 0; i < nb; ++i) {
-    int sumi = 0, summ = 0;
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      scale_min_q4_k(j, w[i].scales, &sc, &m);
-      const uint8_t* q = w[i].qs + 32 * (j / 2);
-      const int shift = (j % 2) * 4;
-      int dot = 0;
-      for (int l = 0; l < 32; ++l) dot += ((q[l] >> shift) & 0xF) * x[i].qs[32 * j + l];
-      sumi += sc * dot;
-      summ += m * (x[i].bsums[2 * j] + x[i].bsums[2 * j + 1]);
-    }
-    s += x[i].d * (fp16_to_f32(w[i].d) * sumi - fp16_to_f32(w[i].dmin) * summ);
-  }
-  return s;
-}
+float dot_q4_k_scalar(const BlockQ4_K* w, const ActQ8K* x, int64_t nb) { return scalar_dot::dot_q4_k_family(w, x, nb); }
 
 // d * sum_g sc_g * ((q.x)_g - 32 * (sum x)_g), times x.d; q unsigned 6-bit.
 float dot_q6_k_scalar(const BlockQ6_K* w, const ActQ8K* x, int64_t nb) {

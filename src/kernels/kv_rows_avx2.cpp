@@ -88,28 +88,20 @@ void widen(const uint16_t* src, float* dst, int64_t n) {
   for (; i < n; ++i) dst[i] = to_f32<kBf16>(src[i]);
 }
 
+// 8 f32 values as bf16 or fp16 (round to nearest even either way).
+template <bool kBf16>
+void narrow(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(src + i);
+    const __m128i h = kBf16 ? to_bf16_8(v) : _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+  for (; i < n; ++i) dst[i] = kBf16 ? f32_to_bf16(src[i]) : f32_to_fp16(src[i]);
+}
+
 }  // namespace
 
-float dot_f32_bf16_avx2(const float* x, const uint16_t* y, int64_t n) { return dot<true>(x, y, n); }
-float dot_f32_f16_avx2(const float* x, const uint16_t* y, int64_t n) { return dot<false>(x, y, n); }
-void axpy_bf16_avx2(float a, const uint16_t* y, float* acc, int64_t n) { axpy<true>(a, y, acc, n); }
-void axpy_f16_avx2(float a, const uint16_t* y, float* acc, int64_t n) { axpy<false>(a, y, acc, n); }
-void bf16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n) { widen<true>(src, dst, n); }
-void f16_to_f32_avx2(const uint16_t* src, float* dst, int64_t n) { widen<false>(src, dst, n); }
-
-void f32_to_bf16_avx2(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), to_bf16_8(_mm256_loadu_ps(src + i)));
-  for (; i < n; ++i) dst[i] = f32_to_bf16(src[i]);
-}
-
-void f32_to_f16_avx2(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 8 <= n; i += 8)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
-                     _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-  for (; i < n; ++i) dst[i] = f32_to_fp16(src[i]);
-}
+MP_KV_ROW_ENTRY_POINTS(avx2)
 
 }  // namespace mp::kernels::detail

@@ -80,35 +80,26 @@ void widen(const uint16_t* src, float* dst, int64_t n) {
   }
 }
 
+template <bool kBf16>
+inline __m256i to_half16(__m512 v) {
+  if constexpr (kBf16) return to_bf16_16(v);
+  else return _mm512_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT);
+}
+
+// f32 values as bf16 or fp16 (round to nearest even either way), a masked tail.
+template <bool kBf16>
+void narrow(const float* src, uint16_t* dst, int64_t n) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), to_half16<kBf16>(_mm512_loadu_ps(src + i)));
+  if (i < n) {
+    const __mmask16 m = tail_mask(n - i);
+    _mm256_mask_storeu_epi16(dst + i, m, to_half16<kBf16>(_mm512_maskz_loadu_ps(m, src + i)));
+  }
+}
+
 }  // namespace
 
-float dot_f32_bf16_avx512(const float* x, const uint16_t* y, int64_t n) { return dot<true>(x, y, n); }
-float dot_f32_f16_avx512(const float* x, const uint16_t* y, int64_t n) { return dot<false>(x, y, n); }
-void axpy_bf16_avx512(float a, const uint16_t* y, float* acc, int64_t n) { axpy<true>(a, y, acc, n); }
-void axpy_f16_avx512(float a, const uint16_t* y, float* acc, int64_t n) { axpy<false>(a, y, acc, n); }
-void bf16_to_f32_avx512(const uint16_t* src, float* dst, int64_t n) { widen<true>(src, dst, n); }
-void f16_to_f32_avx512(const uint16_t* src, float* dst, int64_t n) { widen<false>(src, dst, n); }
-
-void f32_to_bf16_avx512(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), to_bf16_16(_mm512_loadu_ps(src + i)));
-  if (i < n) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm256_mask_storeu_epi16(dst + i, m, to_bf16_16(_mm512_maskz_loadu_ps(m, src + i)));
-  }
-}
-
-void f32_to_f16_avx512(const float* src, uint16_t* dst, int64_t n) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
-                        _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT));
-  if (i < n) {
-    const __mmask16 m = tail_mask(n - i);
-    _mm256_mask_storeu_epi16(dst + i, m,
-                             _mm512_cvtps_ph(_mm512_maskz_loadu_ps(m, src + i), _MM_FROUND_TO_NEAREST_INT));
-  }
-}
+MP_KV_ROW_ENTRY_POINTS(avx512)
 
 }  // namespace mp::kernels::detail

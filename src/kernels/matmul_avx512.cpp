@@ -40,20 +40,6 @@ void tile(const float* X, int64_t ldx, const float* Wp, int64_t kc, float* Y, in
 
 }  // namespace
 
-int gemm_mr_avx512() { return 8; }
-
-void gemm_tile_avx512(const float* X, int64_t ldx, int mr, const float* Wp, int64_t kc, float* Y, int64_t ldy,
-                      int nr, bool accumulate) {
-  switch (mr) {
-    case 8: return tile<8>(X, ldx, Wp, kc, Y, ldy, nr, accumulate);
-    case 7: return tile<7>(X, ldx, Wp, kc, Y, ldy, nr, accumulate);
-    case 6: return tile<6>(X, ldx, Wp, kc, Y, ldy, nr, accumulate);
-    case 5: return tile<5>(X, ldx, Wp, kc, Y, ldy, nr, accumulate);
-    case 4: return tile<4>(X, ldx, Wp, kc, Y, ldy, nr, accumulate);
-    case 3: return tile<3>(X, ldx, Wp, kc, Y, ldy, nr, accumulate);
-    case 2: return tile<2>(X, ldx, Wp, kc, Y, ldy, nr, accumulate);
-    default: return tile<1>(X, ldx, Wp, kc, Y, ldy, nr, accumulate);
-  }
-}
+MP_GEMM_TILE_ENTRY_POINTS(avx512, 8)
 
 }  // namespace mp::kernels::detail

@@ -4,8 +4,12 @@
 #pragma once
 #include <immintrin.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
+
+#include "kernels/act_quant.h"
+#include "kernels/hsum_avx2.h"
 
 namespace mp::kernels::detail::avx2_quad {
 namespace {
@@ -32,6 +36,82 @@ inline __m256i fifth_bits(__m256i head, __m256i ctrl) {
   return _mm256_and_si256(_mm256_cmpeq_epi8(b, bit), _mm256_set1_epi8(0x10));
 }
 
+// Where a field at byte `kOffset` of a block stands in the pair's first 32 bytes (`head`),
+// relative to its 128-bit lane: block 0 at byte kOffset of lane 0, block 1 at sizeof(Block) +
+// kOffset, i.e. byte sizeof(Block) - 16 + kOffset of lane 1 (fp16 fields and qh all lie in
+// the first 32 bytes for every type here).
+template <class Block, int kOffset>
+constexpr char kLane1Byte = static_cast<char>(sizeof(Block) - 16 + kOffset);
+
+// vpshufb control spreading one byte over 8 lanes: bytes a, a+1 over the lower 128 bits, bytes
+// b, b+1 over the upper ones (qh bytes, for fifth_bits).
+template <char kA, char kB>
+inline __m256i spread_bytes() {
+  return _mm256_setr_epi8(kA, kA, kA, kA, kA, kA, kA, kA, kA + 1, kA + 1, kA + 1, kA + 1, kA + 1, kA + 1, kA + 1, kA + 1,  //
+                          kB, kB, kB, kB, kB, kB, kB, kB, kB + 1, kB + 1, kB + 1, kB + 1, kB + 1, kB + 1, kB + 1, kB + 1);
+}
+
+// Unsigned q of blocks w[0], w[1] as low (elements 0-15) and high (16-31) bytes; for the
+// 5-bit types (a qh field) with the fifth bit at 0x10.
+template <class Block>
+inline void pair_quants(const Block* w, __m256i head, __m256i& lo, __m256i& hi) {
+  const __m256i low4 = _mm256_set1_epi8(0xF);
+  const __m256i q = two_rows(w[0].qs, w[1].qs);
+  lo = _mm256_and_si256(q, low4);
+  hi = _mm256_and_si256(_mm256_srli_epi16(q, 4), low4);
+  if constexpr (requires { w->qh; }) {
+    // qh bytes 0, 1 hold the fifth bits of elements 0-15, bytes 2, 3 those of 16-31.
+    constexpr char kQh = static_cast<char>(offsetof(Block, qh)), kQh1 = kLane1Byte<Block, offsetof(Block, qh)>;
+    lo = _mm256_or_si256(lo, fifth_bits(head, spread_bytes<kQh, kQh1>()));
+    hi = _mm256_or_si256(hi, fifth_bits(head, spread_bytes<kQh + 2, kQh1 + 2>()));
+  }
+}
+
+// d_w * d_x for blocks w[0], w[1] (block k's d in lanes 4k .. 4k+3 of both 128-bit halves'
+// x.d slice): both fp16 d out of `head` by one vpshufb, one vpermq and one vcvtph2ps.
+template <class Block>
+inline __m256 pair_scales(__m256i head, const float* xd) {
+  constexpr char kD1 = kLane1Byte<Block, 0>;
+  const __m256i dd = _mm256_shuffle_epi8(head, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,  //
+                                                                kD1, kD1 + 1, kD1, kD1 + 1, kD1, kD1 + 1, kD1, kD1 + 1,
+                                                                kD1, kD1 + 1, kD1, kD1 + 1, kD1, kD1 + 1, kD1, kD1 + 1));
+  return _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(_mm256_permute4x64_epi64(dd, 0x08))), _mm256_loadu_ps(xd));
+}
+
+// Blocks w[0], w[1] of a type with d and a min m (Q4_1, Q5_1): acc += d_w * d_x * (q . x);
+// accm += m_w * (d_x * sum of x), the latter in the block's first lane (xs: ActQ8QuadSums::ds).
+template <class Block>
+inline void pair_with_min(const Block* w, const int8_t* xlo, const int8_t* xhi, const float* xs, const float* xd,
+                          __m256& acc, __m256& accm) {
+  const __m256i head = load(w);
+  __m256i lo, hi;
+  pair_quants(w, head, lo, hi);
+  const __m256i isum = dot_u8(lo, hi, xlo, xhi);
+  // d0, m0 are bytes 0-3 of lane 0, d1, m1 bytes kD1..kD1+3 of lane 1: qwords become d0 x4,
+  // m0 x4, d1 x4, m1 x4, reordered to d0 d1 | m0 m1.
+  constexpr char kD1 = kLane1Byte<Block, 0>;
+  const __m256i dm = _mm256_shuffle_epi8(head, _mm256_setr_epi8(0, 1, 0, 1, 0, 1, 0, 1, 2, 3, 2, 3, 2, 3, 2, 3,  //
+                                                                kD1, kD1 + 1, kD1, kD1 + 1, kD1, kD1 + 1, kD1, kD1 + 1,
+                                                                kD1 + 2, kD1 + 3, kD1 + 2, kD1 + 3, kD1 + 2, kD1 + 3, kD1 + 2,
+                                                                kD1 + 3));
+  const __m256i dm2 = _mm256_permute4x64_epi64(dm, 0xD8);
+  const __m256 d = _mm256_mul_ps(_mm256_cvtph_ps(_mm256_castsi256_si128(dm2)), _mm256_loadu_ps(xd));
+  acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(isum), acc);
+  accm = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm256_extracti128_si256(dm2, 1)), _mm256_load_ps(xs), accm);
+}
+
+// Blocks w[0], w[1] of a type with d only and unsigned q: acc += d_w * d_x * (q . x + start),
+// start the int32 lanes of the offset term (Q4_0's -8, Q5_0's -16).
+template <class Block>
+inline __m256 pair_with_offset(const Block* w, const int8_t* xlo, const int8_t* xhi, __m256i start, const float* xd,
+                               __m256 acc) {
+  const __m256i head = load(w);
+  __m256i lo, hi;
+  pair_quants(w, head, lo, hi);
+  const __m256i isum = _mm256_add_epi32(dot_u8(lo, hi, xlo, xhi), start);
+  return _mm256_fmadd_ps(pair_scales<Block>(head, xd), _mm256_cvtepi32_ps(isum), acc);
+}
+
 // f(blocks 4g .. 4g+3, g) for every group of four blocks; a partial last group runs on a
 // zero-padded copy (zero d and m make the padding contribute 0; x is zero-filled there too).
 template <class Block, class F>
@@ -43,6 +123,33 @@ inline void for_each_group(const Block* w, int64_t nb, F&& f) {
     std::memcpy(tail, w + 4 * ng, static_cast<size_t>(nb % 4) * sizeof(Block));
     f(tail, ng);
   }
+}
+
+// The row's dot product for a type with a min: two blocks per pair_with_min, the group's two
+// pairs into separate accumulators.
+template <class Block>
+inline float dot_with_min(const Block* w, const ActQ8Quad* xq, const ActQ8QuadSums* xs, int64_t nb) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, accm0 = acc0, accm1 = acc0;
+  for_each_group(w, nb, [&](const Block* b, int64_t g) {
+    const ActQ8Quad& q = xq[g];
+    const float* s = xs[g].ds;
+    pair_with_min(b, q.lo, q.hi, s, q.d, acc0, accm0);
+    pair_with_min(b + 2, q.lo + 32, q.hi + 32, s + 8, q.d + 8, acc1, accm1);
+  });
+  return hsum_avx2(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(accm0, accm1)));
+}
+
+// The row's dot product for a type without a min: pair(blocks, xlo, xhi, off, xd, acc) for
+// the group's two pairs, into separate accumulators.
+template <class Block, class Pair>
+inline float sum_pairs(const Block* w, const ActQ8Quad* xq, int64_t nb, Pair&& pair) {
+  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
+  for_each_group(w, nb, [&](const Block* b, int64_t g) {
+    const ActQ8Quad& q = xq[g];
+    acc0 = pair(b, q.lo, q.hi, q.off, q.d, acc0);
+    acc1 = pair(b + 2, q.lo + 32, q.hi + 32, q.off + 8, q.d + 8, acc1);
+  });
+  return hsum_avx2(_mm256_add_ps(acc0, acc1));
 }
 
 }  // namespace

@@ -29,5 +29,14 @@ inline __m512i acc_nibbles2(__m512i acc, __m512i u0, __m512i s0, __m512i u1, __m
 #endif
 }
 
+// acc + the int32 sums of adjacent int16 products.
+inline __m512i acc_i16(__m512i acc, __m512i a, __m512i b) {
+#if MP_VNNI
+  return _mm512_dpwssd_epi32(acc, a, b);
+#else
+  return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b));
+#endif
+}
+
 }  // namespace
 }  // namespace mp::kernels::detail::avx512_ops

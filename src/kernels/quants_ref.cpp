@@ -10,6 +10,7 @@
 #include "kernels/kernels.h"
 #include "kernels/quant_blocks.h"
 #include "kernels/quants_ref_extra.h"
+#include "kernels/quants_ref_ops.h"
 
 namespace mp::kernels {
 
@@ -17,40 +18,26 @@ using namespace detail;
 
 namespace {
 
-// ggml's nearest_int: round half to even (the default FP rounding mode).
-inline int nearest_int(float f) { return static_cast<int>(std::nearbyint(f)); }
+using ref::nearest_int;
 
 void dequantize_q4_0(const BlockQ4_0* b, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, y += kQK) {
-    const float d = fp16_to_f32(b[i].d);
-    for (int j = 0; j < kQK / 2; ++j) {
-      y[j] = ((b[i].qs[j] & 0xF) - 8) * d;
-      y[j + kQK / 2] = ((b[i].qs[j] >> 4) - 8) * d;
-    }
-  }
+  ref::dequantize_blocks32(b, y, nb, [](const BlockQ4_0& blk) {
+    return [d = fp16_to_f32(blk.d)](int q, int) { return (q - 8) * d; };
+  });
 }
 
 void dequantize_q4_1(const BlockQ4_1* b, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, y += kQK) {
-    const float d = fp16_to_f32(b[i].d), m = fp16_to_f32(b[i].m);
-    for (int j = 0; j < kQK / 2; ++j) {
-      y[j] = (b[i].qs[j] & 0xF) * d + m;
-      y[j + kQK / 2] = (b[i].qs[j] >> 4) * d + m;
-    }
-  }
+  ref::dequantize_blocks32(b, y, nb, [](const BlockQ4_1& blk) {
+    return [d = fp16_to_f32(blk.d), m = fp16_to_f32(blk.m)](int q, int) { return q * d + m; };
+  });
 }
 
 void dequantize_q5_0(const BlockQ5_0* b, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, y += kQK) {
-    const float d = fp16_to_f32(b[i].d);
-    uint32_t qh;
-    std::memcpy(&qh, b[i].qh, 4);
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int hi0 = static_cast<int>((qh >> j) & 1) << 4, hi1 = static_cast<int>((qh >> (j + kQK / 2)) & 1) << 4;
-      y[j] = (((b[i].qs[j] & 0xF) | hi0) - 16) * d;
-      y[j + kQK / 2] = (((b[i].qs[j] >> 4) | hi1) - 16) * d;
-    }
-  }
+  ref::dequantize_blocks32(b, y, nb, [](const BlockQ5_0& blk) {
+    return [d = fp16_to_f32(blk.d), qh = ref::load_qh(blk.qh)](int q, int e) {
+      return ((q | ref::fifth_bit(qh, e)) - 16) * d;
+    };
+  });
 }
 
 void dequantize_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
@@ -61,19 +48,7 @@ void dequantize_q8_0(const BlockQ8_0* b, float* y, int64_t nb) {
 }
 
 void dequantize_q4_k(const BlockQ4_K* b, float* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i) {
-    const float d = fp16_to_f32(b[i].d), dmin = fp16_to_f32(b[i].dmin);
-    const uint8_t* q = b[i].qs;
-    for (int j = 0; j < kQK_K / 64; ++j, q += 32) {
-      uint8_t sc, m;
-      scale_min_q4_k(2 * j, b[i].scales, &sc, &m);
-      const float d1 = d * sc, m1 = dmin * m;
-      scale_min_q4_k(2 * j + 1, b[i].scales, &sc, &m);
-      const float d2 = d * sc, m2 = dmin * m;
-      for (int l = 0; l < 32; ++l) *y++ = d1 * (q[l] & 0xF) - m1;
-      for (int l = 0; l < 32; ++l) *y++ = d2 * (q[l] >> 4) - m2;
-    }
-  }
+  ref::dequantize_q4_k_family(b, y, nb, [](const BlockQ4_K&, int, int) { return 0; });
 }
 
 void dequantize_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
@@ -98,62 +73,18 @@ void dequantize_q6_k(const BlockQ6_K* b, float* y, int64_t nb) {
   }
 }
 
-// ggml quantize_row_q4_0_ref: d = (signed value of largest magnitude) / -8.
-void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < kQK; ++j)
-      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
-    const float d = max / -8;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_fp16(d);
-    for (int j = 0; j < kQK / 2; ++j) {
-      // Truncation after +8.5 is ggml's rounding; keep it for bit-identical files.
-      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j] * id + 8.5f)));
-      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>(x[j + kQK / 2] * id + 8.5f)));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
-  }
-}
+// ggml quantize_row_q4_0_ref: d = (signed value of largest magnitude) / -8,
+// q = min(15, trunc(x / d + 8.5)) (truncation is ggml's rounding; kept for bit-identical files).
+void quantize_q4_0(const float* x, BlockQ4_0* y, int64_t nb) { ref::quantize_blocks32_symmetric(x, y, nb, -8, 8.5f, 15); }
 
 // ggml quantize_row_q4_1_ref: d = (max - min) / 15, m = min, q = min(15, trunc((x - min) / d + 0.5)).
 void quantize_q4_1(const float* x, BlockQ4_1* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    float lo = x[0], hi = x[0];
-    for (int j = 1; j < kQK; ++j) lo = std::min(lo, x[j]), hi = std::max(hi, x[j]);
-    const float d = (hi - lo) / 15;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_fp16(d);
-    y[i].m = f32_to_fp16(lo);
-    for (int j = 0; j < kQK / 2; ++j) {
-      // Truncation, as ggml (the argument is >= 0, so it rounds half up).
-      const int q0 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j] - lo) * id + 0.5f)));
-      const int q1 = std::min(15, static_cast<int>(static_cast<int8_t>((x[j + kQK / 2] - lo) * id + 0.5f)));
-      y[i].qs[j] = static_cast<uint8_t>(q0 | (q1 << 4));
-    }
-  }
+  ref::quantize_blocks32_with_min(x, y, nb, 15, [](float v) { return ref::truncate_quant(v, 15); });
 }
 
 // ggml quantize_row_q5_0_ref: d = (signed value of largest magnitude) / -16,
 // q = min(31, trunc(x / d + 16.5)); bit 4 of element e's q goes to bit e of qh.
-void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) {
-  for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    float amax = 0, max = 0;
-    for (int j = 0; j < kQK; ++j)
-      if (amax < std::fabs(x[j])) amax = std::fabs(x[j]), max = x[j];
-    const float d = max / -16;
-    const float id = d ? 1.0f / d : 0.0f;
-    y[i].d = f32_to_fp16(d);
-    uint32_t qh = 0;
-    for (int j = 0; j < kQK / 2; ++j) {
-      const int q0 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j] * id + 16.5f)));
-      const int q1 = std::min(31, static_cast<int>(static_cast<int8_t>(x[j + kQK / 2] * id + 16.5f)));
-      y[i].qs[j] = static_cast<uint8_t>((q0 & 0xF) | ((q1 & 0xF) << 4));
-      qh |= static_cast<uint32_t>(q0 >> 4) << j | static_cast<uint32_t>(q1 >> 4) << (j + kQK / 2);
-    }
-    std::memcpy(y[i].qh, &qh, 4);
-  }
-}
+void quantize_q5_0(const float* x, BlockQ5_0* y, int64_t nb) { ref::quantize_blocks32_symmetric(x, y, nb, -16, 16.5f, 31); }
 
 // ggml quantize_row_q8_0_ref: d = amax / 127, q = roundf(x / d) (half away from zero).
 void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
@@ -167,69 +98,29 @@ void quantize_q8_0(const float* x, BlockQ8_0* y, int64_t nb) {
   }
 }
 
-// Q4_K: per 32-element sub-block, scale = (max - min') / 15 and min' = min(0, min(x)) (the
-// starting point of ggml's make_qkx2_quants, without its iterative refinement); then ggml's
-// exact steps: 6-bit quantisation of scales/mins against the block maxima, and requantisation
-// of every element with the rounded scales.
+// Q4_K: per 32-element sub-block the asymmetric fit of ref::ScaleMinFit with 15 steps; then
+// ggml's exact steps: 6-bit quantisation of scales/mins against the block maxima, and
+// requantisation of every element with the rounded scales.
 void quantize_q4_k(const float* x, BlockQ4_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-    float scales[8], mins[8], max_scale = 0, max_min = 0;
-    for (int j = 0; j < 8; ++j) {
-      float lo = x[32 * j], hi = x[32 * j];
-      for (int l = 1; l < 32; ++l) lo = std::min(lo, x[32 * j + l]), hi = std::max(hi, x[32 * j + l]);
-      lo = std::min(lo, 0.0f);
-      scales[j] = (hi - lo) / 15;
-      mins[j] = -lo;
-      max_scale = std::max(max_scale, scales[j]);
-      max_min = std::max(max_min, mins[j]);
-    }
-    const float inv_scale = max_scale > 0 ? 63.f / max_scale : 0.f;
-    const float inv_min = max_min > 0 ? 63.f / max_min : 0.f;
-    std::memset(y[i].scales, 0, sizeof(y[i].scales));
-    for (int j = 0; j < 8; ++j) {
-      const uint8_t ls = static_cast<uint8_t>(std::min(63, nearest_int(inv_scale * scales[j])));
-      const uint8_t lm = static_cast<uint8_t>(std::min(63, nearest_int(inv_min * mins[j])));
-      if (j < 4) {
-        y[i].scales[j] = ls;
-        y[i].scales[j + 4] = lm;
-      } else {
-        y[i].scales[j + 4] = (ls & 0xF) | ((lm & 0xF) << 4);
-        y[i].scales[j - 4] |= (ls >> 4) << 6;
-        y[i].scales[j] |= (lm >> 4) << 6;
-      }
-    }
-    y[i].d = f32_to_fp16(max_scale / 63.f);
-    y[i].dmin = f32_to_fp16(max_min / 63.f);
+    ref::store_scales_mins_q4_k(y[i], ref::ScaleMinFit<8>(x, 32, 15));
     uint8_t L[kQK_K] = {};
-    for (int j = 0; j < 8; ++j) {
-      uint8_t sc, m;
-      scale_min_q4_k(j, y[i].scales, &sc, &m);
-      const float d = fp16_to_f32(y[i].d) * sc;
-      if (!d) continue;
-      const float dm = fp16_to_f32(y[i].dmin) * m;
-      for (int l = 0; l < 32; ++l) L[32 * j + l] = static_cast<uint8_t>(std::clamp(nearest_int((x[32 * j + l] + dm) / d), 0, 15));
-    }
+    ref::requantize_q4_k_family(y[i], x, 15, [&](int j, int l, int q) { L[32 * j + l] = static_cast<uint8_t>(q); });
     uint8_t* q = y[i].qs;
     for (int j = 0; j < kQK_K; j += 64, q += 32)
       for (int l = 0; l < 32; ++l) q[l] = L[j + l] | (L[j + l + 32] << 4);
   }
 }
 
-// Q6_K: per 16-element sub-block, scale = (signed value of largest magnitude) / -32 (the
-// starting point of ggml's make_qx_quants search); the rest follows quantize_row_q6_K_ref:
-// int8 sub-scales against the block's largest |scale| mapped to -128, then requantisation.
+// Q6_K: per 16-element sub-block, scale = (signed value of largest magnitude) / -32; the rest
+// follows quantize_row_q6_K_ref: int8 sub-scales against the block's largest |scale| mapped to
+// -128, then requantisation.
 void quantize_q6_k(const float* x, BlockQ6_K* y, int64_t nb) {
   for (int64_t i = 0; i < nb; ++i, x += kQK_K) {
-    float scales[16], max_scale = 0, max_abs_scale = 0;
-    for (int j = 0; j < 16; ++j) {
-      float amax = 0, max = 0;
-      for (int l = 0; l < 16; ++l)
-        if (amax < std::fabs(x[16 * j + l])) amax = std::fabs(x[16 * j + l]), max = x[16 * j + l];
-      scales[j] = max / -32;
-      if (std::fabs(scales[j]) > max_abs_scale) max_abs_scale = std::fabs(scales[j]), max_scale = scales[j];
-    }
+    float scales[16];
+    const float max_scale = ref::fit_signed_scales16(x, -32, scales);
     std::memset(&y[i], 0, sizeof(BlockQ6_K));
-    if (max_abs_scale < 1e-15f) continue;  // all (near) zero: ggml writes an all-zero block
+    if (std::fabs(max_scale) < 1e-15f) continue;  // all (near) zero: ggml writes an all-zero block
     const float iscale = -128.f / max_scale;
     y[i].d = f32_to_fp16(1 / iscale);
     for (int j = 0; j < 16; ++j) y[i].scales[j] = static_cast<int8_t>(std::min(127, nearest_int(iscale * scales[j])));

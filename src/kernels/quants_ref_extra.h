@@ -7,16 +7,15 @@
 
 namespace mp::kernels::detail {
 
-void dequantize_q5_1(const BlockQ5_1* b, float* y, int64_t nb);
-void dequantize_iq4_nl(const BlockIQ4_NL* b, float* y, int64_t nb);
-void dequantize_q2_k(const BlockQ2_K* b, float* y, int64_t nb);
-void dequantize_q3_k(const BlockQ3_K* b, float* y, int64_t nb);
-void dequantize_q5_k(const BlockQ5_K* b, float* y, int64_t nb);
-
-void quantize_q5_1(const float* x, BlockQ5_1* y, int64_t nb);
-void quantize_iq4_nl(const float* x, BlockIQ4_NL* y, int64_t nb);
-void quantize_q2_k(const float* x, BlockQ2_K* y, int64_t nb);
-void quantize_q3_k(const float* x, BlockQ3_K* y, int64_t nb);
-void quantize_q5_k(const float* x, BlockQ5_K* y, int64_t nb);
+// dequantize_NAME(blocks, y, nb) and quantize_NAME(x, blocks, nb) of one weight type.
+#define MP_REF_QUANTISERS(NAME, BLOCK)                          \
+  void dequantize_##NAME(const BLOCK* b, float* y, int64_t nb); \
+  void quantize_##NAME(const float* x, BLOCK* y, int64_t nb);
+MP_REF_QUANTISERS(q5_1, BlockQ5_1)
+MP_REF_QUANTISERS(iq4_nl, BlockIQ4_NL)
+MP_REF_QUANTISERS(q2_k, BlockQ2_K)
+MP_REF_QUANTISERS(q3_k, BlockQ3_K)
+MP_REF_QUANTISERS(q5_k, BlockQ5_K)
+#undef MP_REF_QUANTISERS
 
 }  // namespace mp::kernels::detail
