@@ -48,9 +48,9 @@ TEST(PolicySpecGrammar, RefusesAKeyThePolicyDoesNotRead) {
       if (find_param(policy, p->key)) continue;
       const std::string e = error_of(policy.name + ":" + p->key + "=1");
       EXPECT_NE(e.find("unknown key '" + p->key + "' for " + policy.name), std::string::npos) << e;
-      EXPECT_NE(e.find("dense_layers)"), std::string::npos) << e;  // the known keys are listed
+      EXPECT_NE(e.find("dense_layers, exact_heads)"), std::string::npos) << e;  // the known keys are listed
     }
-  EXPECT_NE(error_of("magicpig:Q=1").find("(known: K, L, threshold, sinks, local, seed, dense_layers)"),
+  EXPECT_NE(error_of("magicpig:Q=1").find("(known: K, L, threshold, sinks, local, seed, dense_layers, exact_heads)"),
             std::string::npos)
       << error_of("magicpig:Q=1");
 }
@@ -71,6 +71,17 @@ TEST(PolicySpecGrammar, LibraryErrorsInKeys) {
   EXPECT_EQ(with_spec_keys("threshold must be <= lsh_l (4), got 5"), "threshold must be <= L (4), got 5");
   EXPECT_EQ(with_spec_keys("page_size must be in [1, 65536], got 0"), "page-size must be in [1, 65536], got 0");
   EXPECT_EQ(with_spec_keys("lsh_length, my_lsh_k"), "lsh_length, my_lsh_k");  // whole words only
+}
+
+TEST(PolicySpecGrammar, ExactHeadsAsLayerDotHead) {
+  const Config c = config_from_spec("magicpig:K=8:exact_heads=16.1/5.0", Config{});
+  EXPECT_EQ(c.exact_heads, (std::vector<std::pair<int, int>>{{16, 1}, {5, 0}}));
+  EXPECT_EQ(exact_heads_text(c.exact_heads), "16.1/5.0");
+  EXPECT_TRUE(config_from_spec("topk:exact-heads=none", c).exact_heads.empty());
+  EXPECT_EQ(exact_heads_text({}), "none");
+  for (const char* bad : {"magicpig:exact_heads=16", "magicpig:exact_heads=16.x", "magicpig:exact_heads=1.2/",
+                          "magicpig:exact_heads=-1.0"})
+    EXPECT_THROW(config_from_spec(bad, Config{}), Error) << bad;
 }
 
 TEST(ParseNumber, WholeTextWithinRange) {

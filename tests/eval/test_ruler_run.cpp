@@ -240,6 +240,27 @@ TEST_F(RunFixture, AnotherEpsOrDeltaIsAnotherRun) {
   EXPECT_EQ(run_ruler(*model, test::ruler_resources(), opt).records_skipped, 1);  // the same run resumes
 }
 
+TEST_F(RunFixture, OtherExactHeadsAreAnotherRun) {
+  // A profile's exact heads change the label's configuration: records of the same label with
+  // other (or no) exact heads must not mix.
+  opt.tasks = {"vt"};
+  opt.samples = 1;
+  attn::Config base;
+  opt.policies = parse_policy_list("magicpig:K=4:L=20", base);
+  run_ruler(*model, test::ruler_resources(), opt);
+  RunOptions other = opt;
+  other.policies[0].config.exact_heads = {{1, 0}};
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+  EXPECT_EQ(run_ruler(*model, test::ruler_resources(), opt).records_skipped, 1);
+  RunOptions with = opt;
+  with.out_dir = opt.out_dir + "_exact";
+  with.policies = parse_policy_list("magicpig:K=4:L=20:exact_heads=1.0", base);
+  run_ruler(*model, test::ruler_resources(), with);
+  RunOptions without = with;
+  without.policies[0].config.exact_heads.clear();
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), without), Error);
+}
+
 TEST_F(RunFixture, FolderWithoutEpsResumesForPoliciesThatDoNotReadIt) {
   // A config.json written before eps and delta were recorded: its dense results still hold,
   // its magicpig-adaptive results were made with an unknown eps.
