@@ -7,6 +7,7 @@
 #include <fstream>
 
 #include "common.h"
+#include "eval_inputs.h"
 #include "attention/registry.h"
 #include "plot.h"
 #include "common/error.h"
@@ -27,34 +28,25 @@ std::string default_policies() { return attn::eval_default_list(/*with_exact=*/f
 }  // namespace
 
 int cmd_eval_attention_error(int argc, char** argv) {
-  ModelOptions mo;
-  attn::Config base;
-  std::string prompt, file, list = default_policies(), out_dir = "attention-error";
+  EvalInputOptions io;
+  io.list = default_policies();
+  std::string out_dir = "attention-error";
   bool plot = false;
   int64_t n_prompt = 0, steps = 16;
   Args a("eval attention-error",
          "Relative L2 error of each policy's attention output vs exact attention, with the text's own\n"
          "continuation teacher-forced so every policy sees the same (exact) states.");
-  add_model_options(a, mo);
-  a.value({"-p", "--prompt"}, "TEXT", "text to measure on", [&](const std::string& v) { prompt = v; });
-  a.value({"-f", "--file"}, "FILE", "read the text from a file", [&](const std::string& v) { file = v; });
+  add_eval_input_options(a, io, "text to measure on");
   a.value({"--n-prompt"}, "N", "prompt tokens taken from the text (default: all but the --steps after them)",
           [&](const std::string& v) { n_prompt = parse_int("--n-prompt", v, 1, int64_t(1) << 24); });
   a.value({"--steps"}, "N", "decode steps measured; the text's next tokens are fed (default 16)",
           [&](const std::string& v) { steps = parse_int("--steps", v, 1, 1 << 20); });
-  a.value({"--attn"}, "LIST", "policies NAME[:key=value]..., comma-separated; keys " + attn::all_keys_text() +
-                                  ",\ndense_layers=0/16 (default " + list + ")",
-          [&](const std::string& v) { list = v; });
-  add_attention_options(a, base, /*with_name=*/false);
   a.value({"--out"}, "DIR", "output folder (default attention-error)", [&](const std::string& v) { out_dir = v; });
   a.flag({"--plot"}, "draw error_vs_cost.png and error_per_layer.png (python3-matplotlib)", plot);
   if (!a.parse(argc, argv, 2)) return 0;
 
-  const std::vector<eval::PolicySpec> specs = eval::parse_policy_list(list, base);
-  const std::string text = eval::read_eval_text(prompt, file);
-  const std::string path = resolve_model_path(mo.model);
-  std::unique_ptr<Model> model = Model::load(path);
-  for (const auto& s : specs) s.cfg.validate(head_shape(model->hp));
+  const ModelOptions& mo = io.model;
+  auto [specs, text, path, model] = load_eval_inputs(io);
 
   const std::vector<int32_t> ids = model->tokenizer.encode(text, /*add_special=*/true);
   const int64_t T = int64_t(ids.size());

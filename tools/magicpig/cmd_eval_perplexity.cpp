@@ -5,6 +5,7 @@
 #include <fstream>
 
 #include "common.h"
+#include "eval_inputs.h"
 #include "attention/registry.h"
 #include "common/error.h"
 #include "eval/perplexity.h"
@@ -14,29 +15,21 @@
 namespace mp::cli {
 
 int cmd_eval_perplexity(int argc, char** argv) {
-  ModelOptions mo;
-  attn::Config base;
-  std::string prompt, file, list = attn::eval_default_list(/*with_exact=*/true), out_json;
+  EvalInputOptions io;
+  io.list = attn::eval_default_list(/*with_exact=*/true);
+  std::string out_json;
   int64_t n_eval = 0;
   Args a("eval perplexity",
          "Perplexity of each decode policy over the last --n-eval tokens of a text (teacher forced after\n"
          "one exact prefill of the rest), KL divergence and top-1 agreement vs dense.");
-  add_model_options(a, mo);
-  a.value({"-p", "--prompt"}, "TEXT", "text to evaluate", [&](const std::string& v) { prompt = v; });
-  a.value({"-f", "--file"}, "FILE", "read the text from a file", [&](const std::string& v) { file = v; });
+  add_eval_input_options(a, io, "text to evaluate");
   a.value({"--n-eval"}, "N", "scored tokens at the end of the context (default: min(256, half the context))",
           [&](const std::string& v) { n_eval = parse_int("--n-eval", v, 1, int64_t(1) << 24); });
-  a.value({"--attn"}, "LIST", "policies NAME[:key=value]..., comma-separated (default " + list + ")",
-          [&](const std::string& v) { list = v; });
-  add_attention_options(a, base, /*with_name=*/false);
   a.value({"--out"}, "FILE.json", "also write the results as JSON", [&](const std::string& v) { out_json = v; });
   if (!a.parse(argc, argv, 2)) return 0;
 
-  const std::vector<eval::PolicySpec> specs = eval::parse_policy_list(list, base);
-  const std::string text = eval::read_eval_text(prompt, file);
-  const std::string path = resolve_model_path(mo.model);
-  std::unique_ptr<Model> model = Model::load(path);
-  for (const auto& s : specs) s.cfg.validate(head_shape(model->hp));
+  const ModelOptions& mo = io.model;
+  auto [specs, text, path, model] = load_eval_inputs(io);
 
   std::vector<int32_t> ids = model->tokenizer.encode(text, /*add_special=*/true);
   // -c is the evaluated context: the first N tokens of the text (one window, like one chunk of
