@@ -68,7 +68,7 @@ uint32_t ggml_file_type(DType t) {
     case DType::Q8_0: return 7;
     case DType::Q5_0: return 8;
     case DType::BF16: return 32;
-    default: throw Error("convert --hf: --type must be one of f32, f16, bf16, q8_0, q5_0, q4_0, q4_1");
+    default: throw Error("hf convert: type must be one of f32, f16, bf16, q8_0, q5_0, q4_0, q4_1");
   }
 }
 
@@ -105,19 +105,19 @@ void write_plan(const Plan& p, GgufStreamWriter& out, int n_threads) {
 void convert_hf_llama(const HfConvertOptions& opt) {
   using clock = std::chrono::steady_clock;
   const auto t0 = clock::now();
-  check(fs::is_directory(opt.dir), "convert --hf: " + opt.dir + " is not a directory");
+  check(fs::is_directory(opt.dir), "hf convert: " + opt.dir + " is not a directory");
   const HfLlamaConfig c = read_hf_llama_config((fs::path(opt.dir) / "config.json").string());
   ggml_file_type(opt.type);  // validates the requested type
   const fs::path spm_path = fs::path(opt.dir) / "tokenizer.model";
   check(!opt.vocab.empty() || fs::exists(spm_path) || !fs::exists(fs::path(opt.dir) / "tokenizer.json"),
-        "convert --hf: " + opt.dir + " holds its own tokenizer as tokenizer.json only, which magicpig cannot read; "
-        "give --vocab with a GGUF holding the same vocabulary");
+        "hf convert: " + opt.dir + " holds its own tokenizer as tokenizer.json only, which magicpig cannot read; "
+        "give vocab, a GGUF holding the same vocabulary");
 
   std::vector<std::string> paths;
   for (const auto& e : fs::directory_iterator(opt.dir))
     if (e.path().extension() == ".safetensors") paths.push_back(e.path().string());
   std::sort(paths.begin(), paths.end());
-  check(!paths.empty(), "convert --hf: no *.safetensors files in " + opt.dir);
+  check(!paths.empty(), "hf convert: no *.safetensors files in " + opt.dir);
   std::vector<SafetensorsFile> files;
   for (const std::string& p : paths) files.push_back(SafetensorsFile::open(p));
 
@@ -137,7 +137,7 @@ void convert_hf_llama(const HfConvertOptions& opt) {
   std::vector<Plan> plans;
   auto want = [&](const std::string& name, std::vector<int64_t> shape, bool permute = false) {
     auto it = by_gguf.find(name);
-    check(it != by_gguf.end(), "convert --hf: " + opt.dir + " has no tensor for " + name);
+    check(it != by_gguf.end(), "hf convert: " + opt.dir + " has no tensor for " + name);
     const StTensor& t = *it->second.t;
     check(t.shape == shape, it->second.file->path() + ": tensor '" + t.name + "' has shape " + shape_str(t.shape) +
                                 ", config.json implies " + shape_str(shape));
@@ -167,7 +167,7 @@ void convert_hf_llama(const HfConvertOptions& opt) {
   }
   want("output_norm.weight", {H});
   if (!c.tie_word_embeddings) want("output.weight", {V, H});
-  check(by_gguf.empty(), "convert --hf: tensor " + (by_gguf.empty() ? "" : by_gguf.begin()->first) +
+  check(by_gguf.empty(), "hf convert: tensor " + (by_gguf.empty() ? "" : by_gguf.begin()->first) +
                              " does not belong to a model with num_hidden_layers = " +
                              std::to_string(c.num_hidden_layers) + (c.tie_word_embeddings ? " and tied embeddings" : ""));
 

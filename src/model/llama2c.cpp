@@ -121,7 +121,7 @@ void convert_llama2c(const Llama2cConvertOptions& opt) {
   auto take = [&](int64_t n) { const float* p = w; w += n; return p; };
 
   check(!opt.tokenizer.empty() || vocab >= 3 + 256,
-        opt.checkpoint + ": vocabulary of " + std::to_string(vocab) + " tokens is too small for a placeholder; give --tokenizer");
+        opt.checkpoint + ": vocabulary of " + std::to_string(vocab) + " tokens is too small for a placeholder; give a tokenizer");
   const Vocab v = opt.tokenizer.empty() ? placeholder_vocab(int(vocab)) : read_llama2c_vocab(opt.tokenizer, int(vocab));
 
   gguf::Writer out;

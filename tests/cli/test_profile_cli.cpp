@@ -62,7 +62,12 @@ TEST_F(ProfileCli, TheModelsOwnProfileIsTheDefaultUnlessFlagsOrNoneSayOtherwise)
   const test::CommandResult none = run("--attn magicpig --attn-profile none");
   ASSERT_EQ(none.exit_code, 0) << none.output;
   EXPECT_EQ(none.output.find("attention profile"), std::string::npos) << none.output;
-  const test::CommandResult dense = run("--attn dense");  // a magicpig profile is not dense's
+  // Another model under the same file name: its default profile does not fit and is not used.
+  attn::write_profile(model + ".profile.json", profile_for_random_model(30));
+  const test::CommandResult other = run("--attn magicpig");
+  ASSERT_EQ(other.exit_code, 0) << other.output;
+  EXPECT_NE(other.output.find("note: not using " + model + ".profile.json"), std::string::npos) << other.output;
+    const test::CommandResult dense = run("--attn dense");  // a magicpig profile is not dense's
   ASSERT_EQ(dense.exit_code, 0) << dense.output;
   EXPECT_EQ(dense.output.find("attention profile "), std::string::npos) << dense.output;
 }

@@ -36,7 +36,16 @@ std::string profile_for(const attn::Config& c, const ProfileChoice& p, const std
     check(!named, "--attn-profile " + path + " is a profile for --attn " + prof.config.name + ", not " + c.name);
     return "";
   }
-  attn::check_profile_fits(prof, shape, path);
+  if (named) {
+    attn::check_profile_fits(prof, shape, path);
+  } else {
+    try {  // a model of another shape under the same file name: its profile is not this one's
+      attn::check_profile_fits(prof, shape, path);
+    } catch (const Error& e) {
+      std::fprintf(stderr, "note: not using %s: %s\n", path.c_str(), e.what());
+      return "";
+    }
+  }
   return path;
 }
 

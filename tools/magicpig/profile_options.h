@@ -16,7 +16,8 @@ struct ProfileChoice {
 // The profile c should use: "" when none applies. c.name must be the profile's policy. A file
 // named by --attn-profile that does not exist, is malformed, is for another policy or another
 // model shape, or comes with parameter flags, is an error. The model's own profile
-// (attn::default_profile_path) is used only when no parameter flag was given (a note says so).
+// (attn::default_profile_path) is used only when no parameter flag was given and it fits the
+// model's shape (a note says why when it is not used).
 std::string profile_for(const attn::Config& c, const ProfileChoice& p, const std::string& model_path,
                         const attn::HeadShape& shape);
 
