@@ -13,6 +13,8 @@ import math
 import os
 import sys
 
+from plot_common import out_dir_and_pyplot
+
 
 def read_csv(path):
     with open(path, newline="") as f:
@@ -24,16 +26,8 @@ def label(row):
 
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: plot_attention_error.py DIR")
-    out = sys.argv[1]
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.ticker import MaxNLocator
-    except ImportError:
-        sys.exit("plot_attention_error.py needs matplotlib: apt-get install python3-matplotlib")
+    out, plt = out_dir_and_pyplot("plot_attention_error.py")
+    from matplotlib.ticker import MaxNLocator
     summary = read_csv(os.path.join(out, "summary.csv"))
     layers = read_csv(os.path.join(out, "attention_error_layers.csv"))
 

@@ -13,18 +13,12 @@ import math
 import os
 import sys
 
+from plot_common import out_dir_and_pyplot
+
 
 def main():
-    if len(sys.argv) != 2:
-        sys.exit("usage: plot_calibration.py DIR")
-    out = sys.argv[1]
-    try:
-        import matplotlib
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-        from matplotlib.patches import Rectangle
-    except ImportError:
-        sys.exit("plot_calibration.py needs matplotlib (apt-get install python3-matplotlib)")
+    out, plt = out_dir_and_pyplot("plot_calibration.py")
+    from matplotlib.patches import Rectangle
     with open(os.path.join(out, "heads.csv"), newline="") as f:
         rows = list(csv.DictReader(f))
     if not rows:

@@ -93,5 +93,31 @@ TEST_F(ProfileCli, WhatCannotApplyIsAnErrorNamingTheFile) {
   expect_error("--attn magicpig --attn-profile " + dir.file("absent.json"), "cannot read");
 }
 
+TEST(CalibrateCli, WritesTablesAndAProfileThatRunUses) {
+  // The in-repo retrieval model (8 layers, dense {0, 4}) under a sampler that draws little.
+  test::TempDir dir;
+  const std::string src = MAGICPIG_SOURCE_DIR, out = dir.file("calib"), prof = dir.file("p.json");
+  const test::CommandResult r = test::run_command(
+      "cd " + src + " && " + kBin + " calibrate -m models/default.gguf --no-chat --tasks niah_single_2 --length 600" +
+      " --samples 1 -K 16 -L 1 --lsh-threshold 1 --cost-target 0.2 -t 2 --out " + out + " -o " + prof);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("| layer | KV head |"), std::string::npos) << r.output;
+  const attn::Profile p = attn::read_profile(prof);
+  EXPECT_EQ(p.model_file, "default.gguf");
+  EXPECT_EQ(p.config.lsh_k, 16);
+  EXPECT_EQ(p.config.dense_layers, (std::vector<int>{0, 4}));
+  EXPECT_FALSE(p.config.exact_heads.empty());
+  EXPECT_LE(p.calibration["cost"].get<double>(), 0.2);
+  std::ifstream csv(out + "/heads.csv");
+  int rows = 0;
+  for (std::string line; std::getline(csv, line);) ++rows;
+  EXPECT_EQ(rows, 1 + 6 * 4);  // header, 6 sparse layers x 4 KV heads
+  const test::CommandResult run = test::run_command("cd " + src + " && " + kBin +
+                                                    " run -m models/default.gguf -f examples/needle_4k.txt -n 4" +
+                                                    " --temp 0 -t 2 --attn magicpig --attn-profile " + prof);
+  ASSERT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_NE(run.output.find("attention profile " + prof), std::string::npos) << run.output;
+}
+
 }  // namespace
 }  // namespace mp
