@@ -5,7 +5,7 @@
 #include <sstream>
 #include <vector>
 
-#include "attention/registry.h"
+#include "attention/policy_spec.h"
 #include "common/error.h"
 
 namespace mp::attn {
@@ -27,7 +27,8 @@ int int_of(const json& j, const std::string& where) {
   return int(v);
 }
 
-// The "attn" object: {"policy": NAME, KEY: value ...} with the registry's keys of that policy.
+// The "attn" object: {"policy": NAME, KEY: value ...} with the policy's spec keys, checked as the
+// server's "magicpig" object is (a JSON number as the text it was written as).
 Config config_of(const json& a, const std::string& where) {
   check(a.is_object(), where + " must be an object");
   Config c;
@@ -38,27 +39,9 @@ Config config_of(const json& a, const std::string& where) {
   check(policy != nullptr, where + ".policy: unknown policy '" + c.name + "' (known: " + policy_names_text() + ")");
   for (auto it = a.begin(); it != a.end(); ++it) {
     if (it.key() == "policy") continue;
-    const ParamDesc* p = find_param(*policy, it.key());
-    check(p != nullptr, where + ": unknown key '" + it.key() + "' for policy " + c.name + " (known: " +
-                            param_keys_text(*policy) + ")");
-    if (p->type == ParamType::Fraction) {
-      check(it->is_number(), where + "." + it.key() + " must be a number, got " + it->dump());
-      p->set_real(c, it->get<double>());
-    } else {
-      check(it->is_number_integer(), where + "." + it.key() + " must be an integer, got " + it->dump());
-      if (p->type == ParamType::Seed) {
-        check(it->is_number_unsigned() || it->get<int64_t>() >= 0, where + "." + it.key() + " must be >= 0");
-        p->set_int(c, int64_t(it->get<uint64_t>()));
-      } else {
-        const int64_t v = it->get<int64_t>();
-        check(double(v) >= p->lo && double(v) <= p->hi, where + "." + it.key() + " must be in [" +
-                                                             std::to_string(int64_t(p->lo)) + ", " +
-                                                             std::to_string(int64_t(p->hi)) + "], got " + it->dump());
-        p->set_int(c, v);
-      }
-    }
-    const std::string e = param_range_error(*p, c);
-    check(e.empty(), where + ": " + e);
+    const ParamDesc* p = find_spec_param(*policy, it.key());
+    check(p != nullptr, where + ": " + unknown_key_message(*policy, it.key()));
+    set_param_text(*p, c, it->dump(), where + "." + it.key());
   }
   return c;
 }

@@ -63,7 +63,7 @@ Calibration calibrate(const Model& model, const ruler::Resources& res, const Cal
 
 // The heads to make exact: most missed needle mass first, while the mean cost stays within
 // cost_target and the head misses at least min_missed. Sets each chosen head's `exact` and
-// returns the mean cost with them exact. n_sparse_heads: every (sparse layer, KV head).
+// returns the mean cost with them exact, over `heads` (every sparse layer's KV heads).
 double choose_exact_heads(std::vector<HeadCalibration>& heads, double cost_target, double min_missed);
 
 // The per-head table as Markdown (one row per head, chosen heads marked).

@@ -158,8 +158,7 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
     ht.expected_candidates += attn::lsh::sampling_probability(cos_centred(p), K, L, T);
     if (qn * kn > 0) ht.expected_candidates_raw += attn::lsh::sampling_probability(s[p] / scale / (qn * kn), K, L, T);
   }
-  for (int64_t p = 0; p < n_prompt; ++p)
-    if (is_exact(p)) ++ht.prompt_keys_read;
+  ht.prompt_keys_read = ob + (n_prompt - oe);  // the exact prompt part: sinks and the local window
   for (uint32_t c : cand) {
     ht.dense_read_mass += w[c];
     if (int64_t(c) < n_prompt) ++ht.prompt_keys_read;

@@ -124,10 +124,7 @@ int cmd_calibrate(int argc, char** argv) {
   p.model_file = std::filesystem::path(path).filename().string();
   p.shape = head_shape(model->hp);
   p.shape.sliding.clear();
-  p.config = opt.policy;
-  p.config.dense_layers = opt.policy.dense_layers_set ? opt.policy.dense_layers
-                                                      : attn::default_dense_layers(opt.policy.name, p.shape.n_layer);
-  p.config.dense_layers_set = true;
+  p.config = opt.policy;  // profile_json writes the policy's default dense layers when none were set
   p.config.exact_heads = c.exact_heads;
   p.calibration = calibration_json(opt, c);
   if (profile_path.empty()) profile_path = out_dir + "/profile.json";

@@ -1,6 +1,7 @@
 #include "profile_options.h"
 
 #include <cstdio>
+#include <optional>
 
 #include "attention/profile.h"
 #include "common/error.h"
@@ -15,26 +16,25 @@ std::string joined(const std::vector<std::string>& v) {
   return s;
 }
 
-}  // namespace
-
-std::string profile_for(const attn::Config& c, const ProfileChoice& p, const std::string& model_path,
-                        const attn::HeadShape& shape) {
-  if (p.choice == "none") return "";
+// The profile c should use, read once; nullopt when none applies.
+std::optional<attn::Profile> profile_for(const attn::Config& c, const ProfileChoice& p, const std::string& model_path,
+                                         const attn::HeadShape& shape, std::string* path_out) {
+  if (p.choice == "none") return std::nullopt;
   const bool named = !p.choice.empty();
   const std::string path = named ? p.choice : attn::default_profile_path(model_path);
-  if (path.empty()) return "";
+  if (path.empty()) return std::nullopt;
   if (named) {
     check(p.flags.empty(), "--attn-profile " + path + " sets the attention parameters; " + joined(p.flags) +
                                " given too (pass --attn-profile none to set them by hand)");
   } else if (!p.flags.empty()) {
     std::fprintf(stderr, "note: not using the model's attention profile %s, since %s given (--attn-profile FILE|none)\n",
                  path.c_str(), joined(p.flags).c_str());
-    return "";
+    return std::nullopt;
   }
-  const attn::Profile prof = attn::read_profile(path);
+  attn::Profile prof = attn::read_profile(path);
   if (prof.config.name != c.name) {
     check(!named, "--attn-profile " + path + " is a profile for --attn " + prof.config.name + ", not " + c.name);
-    return "";
+    return std::nullopt;
   }
   if (named) {
     attn::check_profile_fits(prof, shape, path);
@@ -43,19 +43,22 @@ std::string profile_for(const attn::Config& c, const ProfileChoice& p, const std
       attn::check_profile_fits(prof, shape, path);
     } catch (const Error& e) {
       std::fprintf(stderr, "note: not using %s: %s\n", path.c_str(), e.what());
-      return "";
+      return std::nullopt;
     }
   }
-  return path;
+  *path_out = path;
+  return prof;
 }
+
+}  // namespace
 
 std::string apply_attention_profile(attn::Config& c, const ProfileChoice& p, const std::string& model_path,
                                     const attn::HeadShape& shape) {
-  const std::string path = profile_for(c, p, model_path, shape);
-  if (path.empty()) return "";
-  const attn::Profile prof = attn::read_profile(path);
+  std::string path;
+  const std::optional<attn::Profile> prof = profile_for(c, p, model_path, shape, &path);
+  if (!prof) return "";
   const bool insert_generated = c.insert_generated;
-  c = prof.config;
+  c = prof->config;
   c.insert_generated = insert_generated;
   std::fprintf(stderr, "attention profile %s: %zu exact KV heads, dense layers", path.c_str(), c.exact_heads.size());
   for (int l : c.dense_layers) std::fprintf(stderr, " %d", l);

@@ -13,16 +13,12 @@ struct ProfileChoice {
   std::vector<std::string> flags;  // attention parameter flags given by hand
 };
 
-// The profile c should use: "" when none applies. c.name must be the profile's policy. A file
-// named by --attn-profile that does not exist, is malformed, is for another policy or another
-// model shape, or comes with parameter flags, is an error. The model's own profile
-// (attn::default_profile_path) is used only when no parameter flag was given and it fits the
-// model's shape (a note says why when it is not used).
-std::string profile_for(const attn::Config& c, const ProfileChoice& p, const std::string& model_path,
-                        const attn::HeadShape& shape);
-
-// Applies profile_for's profile to c (policy parameters, dense layers, exact heads; the other
-// fields of c stay) and says so on stderr. Returns the profile's path, "" when none applied.
+// Applies the profile c should use to c (policy parameters, dense layers, exact heads; the
+// other fields of c stay) and says so on stderr. Returns the profile's path, "" when none
+// applies. c.name must be the profile's policy. A file named by --attn-profile that does not
+// exist, is malformed, is for another policy or another model shape, or comes with parameter
+// flags, is an error. The model's own profile (attn::default_profile_path) is used only when no
+// parameter flag was given and it fits the model's shape (a note says why when it is not used).
 std::string apply_attention_profile(attn::Config& c, const ProfileChoice& p, const std::string& model_path,
                                     const attn::HeadShape& shape);
 
