@@ -11,7 +11,7 @@ if ! git rev-parse --is-inside-work-tree > /dev/null 2>&1; then
 fi
 bytes=$(git ls-files -z | xargs -0 stat --format=%s -- 2>/dev/null | awk '{s += $1} END {print s + 0}')
 mb=$(awk -v b="$bytes" 'BEGIN {printf "%.1f", b / 1e6}')
-largest=$(git ls-files -z | xargs -0 stat --format='%s %n' -- 2>/dev/null | sort -rn | head -3 |
+largest=$(git ls-files -z | xargs -0 stat --format='%s %n' -- 2>/dev/null | sort -rn | awk 'NR <= 3' |
           awk '{printf "%s%s (%.1f MB)", (NR > 1 ? ", " : ""), $2, $1 / 1e6}')
 if awk -v b="$bytes" -v m="$max_mb" 'BEGIN {exit !(b > m * 1e6)}'; then
   echo "check_tree_size: tracked files are $mb MB, over the $max_mb MB limit; largest: $largest" >&2
