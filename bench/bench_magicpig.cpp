@@ -24,6 +24,7 @@
 
 #include "attention/dense.h"
 #include "attention/magicpig_impl.h"
+#include "attention/magicpig_ranked.h"
 #include "attention/kernels/sampled_walk.h"
 #include "common/half.h"
 #include "kv/kv_cache.h"
@@ -324,6 +325,41 @@ void BM_Retrieve(benchmark::State& state) {
   state.counters["cand_per_head"] = found / state.iterations() / kHeads;
 }
 
+// Ranked MagicPIG (magicpig_ranked.h): top 3% by B-bit Hamming rank plus a 1% sampled tail, its
+// codes built once per (context, B) like the tables above. MB_read counts the K and V rows read
+// (exact part, top set, tail); MB_scanned the codes every query-head group scans besides.
+void BM_MagicPigRanked(benchmark::State& state) {
+  const int64_t n = state.range(0);
+  const int bits = static_cast<int>(state.range(1));
+  const Context& c = context(n);
+  const KvView kv = c.cache->view(0);
+  static std::map<std::pair<int64_t, int>, std::unique_ptr<MagicPigRanked>> built;
+  auto& slot = built[{n, bits}];
+  if (!slot) {
+    for (auto it = built.begin(); it != built.end();) it = it->first.first != n ? built.erase(it) : std::next(it);
+    Config cfg = pig_config(10, 150);
+    cfg.rank_bits = bits;
+    cfg.budget = 0.03;
+    cfg.tail = 0.01;
+    slot = std::make_unique<MagicPigRanked>(cfg, shape());
+    slot->prefill_done(0, kv, kThreads);
+  }
+  MagicPigRanked& pig = *slot;
+  const Cost before = pig.cost();
+  std::vector<float> out(kHeads * kDim);
+  int qi = 0;
+  for (auto _ : state) {
+    pig.attend(0, kv, c.queries.data() + static_cast<size_t>(qi++ % kQueries) * kHeads * kDim, out.data(),
+               kThreads);
+    benchmark::DoNotOptimize(out.data());
+  }
+  const double steps = static_cast<double>(state.iterations());
+  const double read = pig.cost().keys_read - before.keys_read;
+  state.counters["keys_frac"] = read / (pig.cost().keys_total - before.keys_total);
+  state.counters["MB_read"] = read / steps * kDim * 2.0 * 2 / 1e6;
+  state.counters["MB_scanned"] = static_cast<double>(n) * kKvHeads * bits / 8 / 1e6;
+}
+
 void BM_TableBuild(benchmark::State& state) {
   const int64_t n = state.range(0);
   const Context& c = context(n);
@@ -353,6 +389,7 @@ BENCHMARK(BM_ReadBandwidth)->Arg(0)->Arg(1)->Arg(2)->ArgName("reader")->Unit(ben
 // Grouped by context so each 512 MiB context is generated once.
 BENCHMARK(BM_Dense)->Apply(dense_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPig)->Apply(pig_args)->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
+BENCHMARK(BM_MagicPigRanked)->ArgsProduct({{4096, 16384, 32768, 65536, 131072}, {256, 512}})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPigGatherFloor)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_MagicPigWalks)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();
 BENCHMARK(BM_Retrieve)->Args({65536, 10, 150})->Args({131072, 10, 150})->Unit(benchmark::kMillisecond)->MinTime(1.0)->MeasureProcessCPUTime()->UseRealTime();

@@ -36,6 +36,11 @@ struct Config {
   int threshold = 2;           // a key is a candidate if it collides in >= threshold tables
   uint64_t lsh_seed = 42;
   bool insert_generated = true;  // hash generated tokens older than the local window
+  // magicpig with ranked collisions (magicpig_ranked.h) when > 0: bits of each key's ranking
+  // code (a multiple of 64); it keeps the top `budget` of prompt keys by estimated logit and
+  // samples `tail` of them from the rest. 0: the collision-threshold sampler (K, L, threshold).
+  int rank_bits = 0;
+  double tail = 0.01;
   // exact part (magicpig, quest, streaming)
   int sinks = 4;
   int local = 64;
@@ -46,7 +51,7 @@ struct Config {
   // calibration profile found the policy fails on (retrieval and copy heads). Their query heads
   // read every prompt key, and the cost counts it.
   std::vector<std::pair<int, int>> exact_heads;
-  // topk / quest / oracle-sampling: fraction of prompt keys to use
+  // topk / quest / oracle-sampling / ranked magicpig: fraction of prompt keys to use
   double budget = 0.02;
   int page_size = 16;  // quest
   uint64_t sample_seed = 1234;  // oracle-sampling

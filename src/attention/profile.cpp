@@ -100,7 +100,9 @@ Profile read_profile(const std::string& path) {
 nlohmann::json profile_json(const Profile& p) {
   json a = json::object();
   a["policy"] = p.config.name;
-  for (const ParamDesc* d : policy_desc(p.config.name).params) {
+  const PolicyDesc& policy = policy_desc(p.config.name);
+  for (const ParamDesc* d : policy.params) {
+    if (!param_applies(policy, *d, p.config)) continue;
     if (d->type == ParamType::Fraction) a[d->key] = d->get_real(p.config);
     else if (d->type == ParamType::Seed) a[d->key] = uint64_t(d->get_int(p.config));
     else a[d->key] = d->get_int(p.config);

@@ -34,6 +34,12 @@ const ParamDesc kThreshold{"threshold", "threshold", ParamType::Int, 1, lsh::kMa
                            "collisions needed to be a candidate (<= L)", true, MP_INT_FIELD(threshold)};
 const ParamDesc kLshSeed{"seed", "lsh_seed", ParamType::Seed, 0, 0, "seed of the random projection", false,
                          MP_INT_FIELD(lsh_seed)};
+const ParamDesc kRankBits{"bits", "rank_bits", ParamType::Int, 0, 4096,
+                          "bits of each key's ranking code, a multiple of 64 (0: sample by collision threshold)", true,
+                          MP_INT_FIELD(rank_bits)};
+const ParamDesc kTail{"tail", "tail", ParamType::Fraction, 0, 1,
+                      "fraction of prompt keys sampled uniformly beyond the ranked top set (bits > 0)", true,
+                      MP_REAL_FIELD(tail)};
 const ParamDesc kSinks{"sinks", "sinks", ParamType::Int, 0, 1 << 20,
                        "exact attention-sink tokens at the start of the prompt", true, MP_INT_FIELD(sinks)};
 const ParamDesc kLocal{"local", "local", ParamType::Int, 0, kMaxCount, "exact local window at the end of the prompt",
@@ -71,7 +77,7 @@ const std::vector<PolicyDesc>& policy_registry() {
   static const std::vector<PolicyDesc> registry = {
       {"dense", {}, no_dense_layers, no_aux_bytes, make_dense_attention, /*exact=*/true},
       {"magicpig",
-       {&kLshK, &kLshL, &kThreshold, &kSinks, &kLocal, &kLshSeed},
+       {&kLshK, &kLshL, &kThreshold, &kRankBits, &kBudget, &kTail, &kSinks, &kLocal, &kLshSeed},
        [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // the paper's choice
        magicpig_aux_bytes,
        make_magicpig_attention},
@@ -148,6 +154,13 @@ bool reads_field(const PolicyDesc& policy, const std::string& field) {
   for (const ParamDesc* p : policy.params)
     if (p->field == field) return true;
   return false;
+}
+
+bool param_applies(const PolicyDesc& policy, const ParamDesc& p, const Config& cfg) {
+  if (policy.name != "magicpig") return true;
+  if (&p == &kLshK || &p == &kLshL || &p == &kThreshold) return cfg.rank_bits == 0;
+  if (&p == &kRankBits || &p == &kBudget || &p == &kTail) return cfg.rank_bits > 0;
+  return true;
 }
 
 const std::vector<const ParamDesc*>& all_params() {

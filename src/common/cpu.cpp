@@ -33,6 +33,7 @@ CpuFeatures detect_cpu() {
     f.avx512vl = zmm && (b & bit_AVX512VL);
     f.avx512dq = zmm && (b & bit_AVX512DQ);
     f.avx512vnni = zmm && (c & (1u << 11));
+    f.avx512vpopcntdq = zmm && (c & (1u << 14));
   }
   if (__get_cpuid_count(7, 1, &a, &b, &c, &d)) f.avx512bf16 = zmm && (a & (1u << 5));
   return f;

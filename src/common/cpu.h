@@ -13,6 +13,7 @@ struct CpuFeatures {
   bool avx2 = false, fma = false, f16c = false, popcnt = false;
   bool avx512f = false, avx512bw = false, avx512vl = false, avx512dq = false, avx512bf16 = false;
   bool avx512vnni = false;  // vpdpbusd/vpdpwssd: used by the quantised dot kernels when present
+  bool avx512vpopcntdq = false;  // vpopcntq: the ranking codes' Hamming distances when present
 };
 
 CpuFeatures detect_cpu();

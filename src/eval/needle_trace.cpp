@@ -48,16 +48,24 @@ NeedleTracer::NeedleTracer(const attn::Config& magicpig, const attn::HeadShape& 
                            std::shared_ptr<NeedleTraceControl> ctl)
     : cfg_(magicpig), shape_(shape), ctl_(std::move(ctl)) {
   check(ctl_ != nullptr, "needle trace: no control block");
+  check(cfg_.name == "magicpig", "needle trace: the traced policy must be magicpig, got '" + cfg_.name + "'");
   cfg_.validate(shape_);
-  mp_ = std::make_unique<attn::MagicPigAttention>(cfg_, shape_);
-  mp_->record_candidates(true);
+  if (cfg_.rank_bits > 0) adopt(std::make_unique<attn::MagicPigRanked>(cfg_, shape_));
+  else adopt(std::make_unique<attn::MagicPigAttention>(cfg_, shape_));
+  if (rk_) rk_->record_candidates(true);
+  else mp_->record_candidates(true);
   if (ctl_->exact_head.empty()) ctl_->exact_head.assign(size_t(shape.n_layer) * shape.n_head, 0);
 }
 
 NeedleTracer::NeedleTracer(const NeedleTracer& o) : cfg_(o.cfg_), shape_(o.shape_), ctl_(o.ctl_) {
-  std::unique_ptr<attn::SequenceAttention> c = o.mp_->clone();
-  mp_.reset(dynamic_cast<attn::MagicPigAttention*>(c.release()));
-  check(mp_ != nullptr, "needle trace: clone is not a MagicPIG policy");
+  adopt(o.policy_->clone());
+}
+
+void NeedleTracer::adopt(std::unique_ptr<attn::SequenceAttention> p) {
+  policy_ = std::move(p);
+  mp_ = dynamic_cast<attn::MagicPigAttention*>(policy_.get());
+  rk_ = dynamic_cast<attn::MagicPigRanked*>(policy_.get());
+  check(mp_ != nullptr || rk_ != nullptr, "needle trace: not a MagicPIG policy");
 }
 
 std::unique_ptr<attn::SequenceAttention> NeedleTracer::clone() const {
@@ -65,12 +73,12 @@ std::unique_ptr<attn::SequenceAttention> NeedleTracer::clone() const {
 }
 
 void NeedleTracer::prefill_done(int layer, const KvView& kv, int n_threads) {
-  mp_->prefill_done(layer, kv, n_threads);
+  policy_->prefill_done(layer, kv, n_threads);
 }
 
 void NeedleTracer::attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) {
-  mp_->attend(layer, kv, q, out, n_threads);
-  if (mp_->is_dense_layer(layer) || mp_->offload_end(layer) <= mp_->offload_begin(layer)) return;
+  policy_->attend(layer, kv, q, out, n_threads);
+  if (dense_layer(layer) || offload_end(layer) <= offload_begin(layer)) return;
   const int H = shape_.n_head, d = shape_.head_dim;
   const auto* ov = ctl_->exact_head.data() + size_t(layer) * H;
   const bool any_override = std::any_of(ov, ov + H, [](uint8_t x) { return x != 0; });
@@ -85,16 +93,28 @@ void NeedleTracer::attend(int layer, const KvView& kv, const float* q, float* ou
 // Exact softmax and MagicPIG's estimator for one query head, in double. The estimator is the
 // one of docs/attention.md ("u and the logit correction"): exact part with logits q.k/sqrt(d),
 // each recorded candidate with q.k/sqrt(d) - ln(u + 1e-4), u from the angle between the raw
-// query and the centred key.
+// query and the centred key. The ranked sampler's candidates carry their log-weight instead (0
+// in the top set, ln(others / sampled) in the tail, as recorded), and a key's u is 1 in the top
+// set, else the tail's sampling probability.
 void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h, const float* o_mp,
                               float* o_dense) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, kvh = h / G;
   const int K = cfg_.lsh_k, L = cfg_.lsh_l, T = cfg_.threshold;
   const int64_t n = kv.n_tokens, n_prompt = kv.n_prompt;
-  const int64_t ob = mp_->offload_begin(layer), oe = mp_->offload_end(layer), he = mp_->hashed_end(layer);
+  const int64_t ob = offload_begin(layer), oe = offload_end(layer), he = hashed_end(layer);
   auto is_exact = [&](int64_t p) { return p < ob || (p >= oe && p < n_prompt) || p >= he; };
-  const std::vector<float>& mean = mp_->mean(layer, kvh);
-  const std::vector<uint32_t>& cand = mp_->candidates(h);
+  const std::vector<float>& mean = this->mean(layer, kvh);
+  const std::vector<uint32_t>& cand = candidates(h);
+  // Ranked: the candidates' log-weights, and the tail's sampling probability (0 without a tail).
+  const std::vector<float>* logw = rk_ ? &rk_->candidate_log_weights(h) : nullptr;
+  double u_tail = 0;
+  if (logw)
+    for (float lw : *logw)
+      if (lw != 0.0f) u_tail = std::exp(-double(lw));
+  auto candidate_index = [&](int64_t p) -> int64_t {
+    const auto it = std::lower_bound(cand.begin(), cand.end(), uint32_t(p));
+    return it != cand.end() && *it == uint32_t(p) ? int64_t(it - cand.begin()) : -1;
+  };
   const double scale = 1.0 / std::sqrt(double(d));
   const double qn = std::sqrt(dot(q, q, d)), qm = dot(q, mean.data(), d);
 
@@ -122,8 +142,18 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
   std::vector<double> e(static_cast<size_t>(n), -INFINITY);
   for (int64_t p = 0; p < n; ++p)
     if (is_exact(p)) e[p] = s[p];
-  for (uint32_t c : cand)
-    e[c] = s[c] - std::log(attn::lsh::sampling_probability(cos_centred(c), K, L, T) + attn::lsh::SamplingCorrection::kEpsilon);
+  // u of a hashed (not exact) position: the probability the sampler reads it.
+  auto u_of = [&](int64_t p) {
+    if (!rk_) return attn::lsh::sampling_probability(cos_centred(p), K, L, T);
+    const int64_t i = candidate_index(p);
+    return i >= 0 && (*logw)[i] == 0.0f ? 1.0 : u_tail;
+  };
+  for (size_t i = 0; i < cand.size(); ++i) {
+    const uint32_t c = cand[i];
+    e[c] = rk_ ? s[c] + (*logw)[i]
+               : s[c] - std::log(attn::lsh::sampling_probability(cos_centred(c), K, L, T) +
+                                 attn::lsh::SamplingCorrection::kEpsilon);
+  }
   const double emax = *std::max_element(e.begin(), e.end());
   double ez = 0;
   for (int64_t p = 0; p < n; ++p) ez += (e[p] = std::isfinite(e[p]) ? std::exp(e[p] - emax) : 0.0);
@@ -155,8 +185,9 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
     if (is_exact(p)) continue;
     const float* kp = k.data() + size_t(p) * d;
     const double kn = std::sqrt(dot(kp, kp, d));
-    ht.expected_candidates += attn::lsh::sampling_probability(cos_centred(p), K, L, T);
-    if (qn * kn > 0) ht.expected_candidates_raw += attn::lsh::sampling_probability(s[p] / scale / (qn * kn), K, L, T);
+    ht.expected_candidates += u_of(p);
+    if (rk_) ht.expected_candidates_raw += u_of(p);
+    else if (qn * kn > 0) ht.expected_candidates_raw += attn::lsh::sampling_probability(s[p] / scale / (qn * kn), K, L, T);
   }
   ht.prompt_keys_read = ob + (n_prompt - oe);  // the exact prompt part: sinks and the local window
   for (uint32_t c : cand) {
@@ -168,21 +199,20 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
     const int64_t t = ht.dense_top_pos;
     ht.dense_top_cos = cos_centred(t);
     ht.dense_top_read = is_exact(t) || std::binary_search(cand.begin(), cand.end(), uint32_t(t));
-    ht.dense_top_u = is_exact(t) ? 1.0 : attn::lsh::sampling_probability(ht.dense_top_cos, K, L, T);
+    ht.dense_top_u = is_exact(t) ? 1.0 : u_of(t);
   }
   if (ht.mp_top_pos >= 0) {
     ht.mp_top_dense_w = w[ht.mp_top_pos];
-    if (!is_exact(ht.mp_top_pos))
-      ht.mp_top_u = attn::lsh::sampling_probability(cos_centred(ht.mp_top_pos), K, L, T);
+    if (!is_exact(ht.mp_top_pos)) ht.mp_top_u = u_of(ht.mp_top_pos);
   }
   ht.rel_l2 = dref > 0 ? std::sqrt(dd / dref) : 0;
   ht.replay_rel = rref > 0 ? std::sqrt(rd / rref) : 0;
   if (!ctl_->record) return;
 
-  // Watched positions: collision counts from the policy's own projection and mean.
-  const attn::lsh::Projection& proj = mp_->projection();
+  // Watched positions: collision counts from the policy's own projection and mean (the
+  // collision sampler's tables; the ranked sampler has none).
   std::vector<uint16_t> qc(static_cast<size_t>(L)), kc(static_cast<size_t>(L));
-  attn::lsh::hash_rows(proj, q, 1, d, qc.data(), 1);
+  if (mp_) attn::lsh::hash_rows(mp_->projection(), q, 1, d, qc.data(), 1);
   std::vector<float> kbar(d);
   for (int64_t p : ctl_->watch) {
     if (p < 0 || p >= n) continue;
@@ -194,14 +224,17 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
     kt.exact = is_exact(p);
     kt.candidate = std::binary_search(cand.begin(), cand.end(), uint32_t(p));
     const float* kp = k.data() + size_t(p) * d;
-    for (int i = 0; i < d; ++i) kbar[i] = kp[i] - mean[i];
-    attn::lsh::hash_rows(proj, kbar.data(), 1, d, kc.data(), 1);
-    kt.collisions = collisions(qc.data(), kc.data(), L);
+    kt.collisions = -1;
+    if (mp_) {
+      for (int i = 0; i < d; ++i) kbar[i] = kp[i] - mean[i];
+      attn::lsh::hash_rows(mp_->projection(), kbar.data(), 1, d, kc.data(), 1);
+      kt.collisions = collisions(qc.data(), kc.data(), L);
+    }
     kt.cos_centred = cos_centred(p);
     const double kn = std::sqrt(dot(kp, kp, d));
     kt.cos_raw = qn * kn > 0 ? std::clamp(s[p] / scale / (qn * kn), -1.0, 1.0) : 0.0;
-    kt.u = attn::lsh::sampling_probability(kt.cos_centred, K, L, T);
-    kt.u_raw = attn::lsh::sampling_probability(kt.cos_raw, K, L, T);
+    kt.u = !rk_ ? attn::lsh::sampling_probability(kt.cos_centred, K, L, T) : kt.exact ? 1.0 : u_of(p);
+    kt.u_raw = rk_ ? kt.u : attn::lsh::sampling_probability(kt.cos_raw, K, L, T);
     kt.dense_w = w[p];
     kt.mp_w = e[p];
     ht.dense_watch_mass += w[p];

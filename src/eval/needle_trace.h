@@ -1,5 +1,6 @@
 // An instrumented MagicPIG policy for diagnosing needle retrieval (docs/quality.md, "The 4k
-// single-needle miss"): it decodes with a real MagicPIG policy and, for every sparse layer and
+// single-needle miss"): it decodes with a real MagicPIG policy (the collision-threshold sampler,
+// or the ranked one when rank_bits > 0) and, for every sparse layer and
 // query head of a step, records what exact attention would have put on a set of watched
 // positions (the needle's tokens) and what MagicPIG's estimator did with them: were they
 // candidates, with how many table collisions, at what angle to the query, with which
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "attention/magicpig_impl.h"
+#include "attention/magicpig_ranked.h"
 #include "attention/policy.h"
 #include "tokenizer/tokenizer.h"
 
@@ -53,7 +55,8 @@ struct NeedleKeyTrace {
   int64_t pos = 0;
   bool exact = false;      // in MagicPIG's exact part (not hashed)
   bool candidate = false;  // drawn by the LSH (recorded by the policy)
-  int collisions = 0;      // tables in which its bucket equals the query's (of L)
+  int collisions = 0;      // tables in which its bucket equals the query's (of L); -1 for the
+                           // ranked sampler, which has no tables
   double cos_centred = 0;  // cos(q, k - mean): what SimHash sees
   double cos_raw = 0;      // cos(q, k): what it would see without centring
   double u = 0;            // P[Binomial(L, (1 - theta/pi)^K) >= threshold] at cos_centred
@@ -84,16 +87,26 @@ class NeedleTracer : public attn::SequenceAttention {
   void prefill_done(int layer, const KvView& kv, int n_threads) override;
   void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) override;
   std::unique_ptr<attn::SequenceAttention> clone() const override;
-  const attn::Cost& cost() const override { return mp_->cost(); }
-  size_t aux_bytes() const override { return mp_->aux_bytes(); }
+  const attn::Cost& cost() const override { return policy_->cost(); }
+  size_t aux_bytes() const override { return policy_->aux_bytes(); }
 
  private:
   NeedleTracer(const NeedleTracer& o);
   void trace_head(int layer, const KvView& kv, const float* q, int h, const float* o_mp, float* o_dense);
+  void adopt(std::unique_ptr<attn::SequenceAttention> p);
+  // The traced policy's state, whichever sampler it is.
+  bool dense_layer(int layer) const { return rk_ ? rk_->is_dense_layer(layer) : mp_->is_dense_layer(layer); }
+  int64_t offload_begin(int layer) const { return rk_ ? rk_->offload_begin(layer) : mp_->offload_begin(layer); }
+  int64_t offload_end(int layer) const { return rk_ ? rk_->offload_end(layer) : mp_->offload_end(layer); }
+  int64_t hashed_end(int layer) const { return rk_ ? rk_->hashed_end(layer) : mp_->hashed_end(layer); }
+  const std::vector<float>& mean(int layer, int kvh) const { return rk_ ? rk_->mean(layer, kvh) : mp_->mean(layer, kvh); }
+  const std::vector<uint32_t>& candidates(int h) const { return rk_ ? rk_->candidates(h) : mp_->candidates(h); }
 
   attn::Config cfg_;
   attn::HeadShape shape_;
-  std::unique_ptr<attn::MagicPigAttention> mp_;
+  std::unique_ptr<attn::SequenceAttention> policy_;
+  attn::MagicPigAttention* mp_ = nullptr;  // policy_ when it is the collision-threshold sampler
+  attn::MagicPigRanked* rk_ = nullptr;     // policy_ when it is the ranked one
   std::shared_ptr<NeedleTraceControl> ctl_;
 };
 

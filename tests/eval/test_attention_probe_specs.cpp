@@ -45,6 +45,7 @@ TEST(PolicySpecs, ParsesEntriesWithTheirOwnParameters) {
 
 TEST(PolicySpecs, ParamsShowEffectiveValues) {
   EXPECT_EQ(parse_policy_spec("magicpig:K=8:L=75").params(), "K=8:L=75:threshold=2:sinks=4:local=64");
+  EXPECT_EQ(parse_policy_spec("magicpig:bits=256:budget=0.03").params(), "bits=256:budget=0.03:tail=0.01:sinks=4:local=64");
   EXPECT_EQ(parse_policy_spec("topk:budget=0.05").label(), "topk:budget=0.05");
   EXPECT_EQ(parse_policy_spec("streaming:local=10").params(), "sinks=4:local=10");
   EXPECT_EQ(parse_policy_spec("dense").label(), "dense");

@@ -113,6 +113,46 @@ TEST(NeedleTrace, MatchesThePolicyAndRecordsConsistentTraces) {
   EXPECT_GT(missed, 0);
 }
 
+// The ranked sampler traced: the same decode as the plain policy, the estimate recomputed from
+// the recorded candidates and log-weights reproduces it, and each watched key's u is 1 in the
+// top set and the tail's probability otherwise.
+TEST(NeedleTrace, TracesTheRankedSampler) {
+  TraceCase c;
+  c.cfg.rank_bits = 128;
+  c.cfg.budget = 0.05;
+  c.cfg.tail = 0.05;
+  auto ctl = std::make_shared<NeedleTraceControl>();
+  ctl->watch = {2, 50, 120, 260, 390};
+  NeedleTracer tracer(c.cfg, c.shape, ctl);
+  attn::MagicPigRanked plain(c.cfg, c.shape);
+  plain.record_candidates(true);
+  c.prefill(tracer);
+  c.prefill(plain);
+  const KvView kv = c.seq.cache->view(1);
+  std::vector<float> a(c.q.size()), b(c.q.size());
+  tracer.attend(1, kv, c.q.data(), a.data(), 1);
+  plain.attend(1, kv, c.q.data(), b.data(), 1);
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(ctl->heads.size(), size_t(c.shape.n_head));
+  for (const NeedleHeadTrace& h : ctl->heads) EXPECT_LT(h.replay_rel, 1e-4) << "head " << h.head;
+  const int64_t hashed = 400 - c.cfg.sinks - c.cfg.local, top = 20, tail = 20;  // ceil(0.05 * 400)
+  const double u_tail = double(tail) / double(hashed - top);
+  int in_top = 0, in_tail = 0, out = 0;
+  for (const NeedleKeyTrace& k : ctl->keys) {
+    EXPECT_EQ(k.collisions, -1);
+    if (k.exact) continue;
+    const auto& cand = plain.candidates(k.head);
+    const auto& logw = plain.candidate_log_weights(k.head);
+    const auto it = std::lower_bound(cand.begin(), cand.end(), uint32_t(k.pos));
+    const bool drawn = it != cand.end() && *it == uint32_t(k.pos);
+    EXPECT_EQ(k.candidate, drawn);
+    const bool top_set = drawn && logw[it - cand.begin()] == 0.0f;
+    EXPECT_NEAR(k.u, top_set ? 1.0 : u_tail, 1e-6) << k.pos;
+    (top_set ? in_top : drawn ? in_tail : out)++;
+  }
+  EXPECT_GT(out, 0);
+}
+
 TEST(NeedleTrace, OverrideReturnsExactAttentionForThatHeadOnly) {
   TraceCase c;
   auto ctl = std::make_shared<NeedleTraceControl>();

@@ -103,14 +103,21 @@ int cmd_calibrate(int argc, char** argv) {
 
   std::filesystem::create_directories(out_dir);
   write_heads_csv(out_dir + "/heads.csv", c);
-  char head[512];
+  char sampler[128];
+  if (opt.policy.rank_bits > 0)
+    std::snprintf(sampler, sizeof sampler, "%s:bits=%d:budget=%g:tail=%g", opt.policy.name.c_str(), opt.policy.rank_bits,
+                  opt.policy.budget, opt.policy.tail);
+  else
+    std::snprintf(sampler, sizeof sampler, "%s:K=%d:L=%d:threshold=%d", opt.policy.name.c_str(), opt.policy.lsh_k,
+                  opt.policy.lsh_l, opt.policy.threshold);
+  char head[640];
   std::snprintf(head, sizeof head,
-                "calibration of %s:K=%d:L=%d:threshold=%d on %s: %d episodes (%s, %lld tokens, seed %llu), %lld answer "
+                "calibration of %s on %s: %d episodes (%s, %lld tokens, seed %llu), %lld answer "
                 "steps, %.0f s\nmean cost: %.4f sampled, %.4f with %zu exact KV heads (target %.4f)\n\n",
-                opt.policy.name.c_str(), opt.policy.lsh_k, opt.policy.lsh_l, opt.policy.threshold, path.c_str(),
-                c.episodes, tasks.empty() ? "niah_single_2,niah_multikey_1,niah_multivalue" : tasks.c_str(),
-                (long long)opt.length, (unsigned long long)opt.seed, (long long)c.steps, secs, c.sampled_cost, c.cost,
-                c.exact_heads.size(), opt.cost_target);
+                sampler, path.c_str(), c.episodes,
+                tasks.empty() ? "niah_single_2,niah_multikey_1,niah_multivalue" : tasks.c_str(), (long long)opt.length,
+                (unsigned long long)opt.seed, (long long)c.steps, secs, c.sampled_cost, c.cost, c.exact_heads.size(),
+                opt.cost_target);
   const std::string table = eval::calibration_table(c);
   std::fputs(head, stdout);
   std::fputs(table.c_str(), stdout);

@@ -65,6 +65,8 @@ const std::vector<FieldFlag>& field_flags() {
       {"lsh_l", {"-L", "--lsh-l"}, false},
       {"threshold", {"--lsh-threshold"}, true},
       {"lsh_seed", {"--lsh-seed"}, false},
+      {"rank_bits", {"--rank-bits"}, false},
+      {"tail", {"--tail"}, true},
       {"sinks", {"--sinks"}, true},
       {"local", {"--local"}, true},
       {"budget", {"--budget"}, true},

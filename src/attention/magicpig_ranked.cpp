@@ -1,0 +1,299 @@
+// Ranked MagicPIG (magicpig_ranked.h): centred keys hashed to B-bit codes at prefill and as
+// generated tokens leave the local window; at decode every code is scanned, the top set and a
+// systematic tail are drawn per query head, and their K and V rows are walked as MagicPIG's
+// candidates are.
+#include "attention/magicpig_ranked.h"
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numbers>
+#include <string>
+
+#include "attention/baselines.h"
+#include "attention/dense.h"
+#include "attention/kernels/block_kernels.h"
+#include "attention/kernels/sampled_walk.h"
+#include "common/error.h"
+#include "common/rng.h"
+#include "kernels/kernels.h"
+
+namespace mp::attn {
+
+namespace {
+constexpr int64_t kHashBlockRows = 64;
+constexpr int kBins = 2048;  // histogram of estimated logits that picks the top set in O(n)
+
+Config as_magicpig(Config cfg) {
+  cfg.name = "magicpig";
+  return cfg;
+}
+}  // namespace
+
+MagicPigRanked::MagicPigRanked(const Config& cfg, const HeadShape& shape) : LayeredPolicy(as_magicpig(cfg), shape) {
+  check(cfg.rank_bits > 0 && cfg.rank_bits % 64 == 0, "magicpig: ranked sampling needs rank_bits a multiple of 64");
+  isa_ = selected_isa();
+  // Its own seed stream: the ranking projection is not the tables' projection.
+  proj_ = std::make_shared<const lsh::Projection>(
+      lsh::make_rank_projection(shape.head_dim, cfg.rank_bits / 64, cfg.lsh_seed ^ 0x52414e4b45440000ull));
+  const int B = cfg.rank_bits;
+  cos_of_distance_.resize(static_cast<size_t>(B) + 1);
+  for (int d = 0; d <= B; ++d)
+    cos_of_distance_[d] = static_cast<float>(std::cos(std::numbers::pi * static_cast<double>(d) / B));
+  layers_.resize(shape.n_layer);
+  recorded_pos_.resize(shape.n_head);
+  recorded_logw_.resize(shape.n_head);
+}
+
+// Centres keys [begin, end) of KV head h, stores |k - mean| and appends their codes, in
+// position order.
+void MagicPigRanked::hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end) {
+  HeadState& hs = st.heads[h];
+  const int d = shape_.head_dim, W = cfg_.rank_bits / 64;
+  std::vector<float> x(static_cast<size_t>(kHashBlockRows) * d);
+  std::vector<uint64_t> codes(static_cast<size_t>(kHashBlockRows) * W);
+  std::vector<uint16_t> scratch;
+  for (int64_t r0 = begin; r0 < end; r0 += kHashBlockRows) {
+    const int64_t n = std::min(kHashBlockRows, end - r0);
+    for (int64_t r = 0; r < n; ++r) {
+      float* xr = x.data() + r * d;
+      kernels::kv_to_f32(kv.dtype, kv.key(h, r0 + r), xr, d);
+      double ss = 0;
+      for (int i = 0; i < d; ++i) {
+        xr[i] -= hs.mean[i];
+        ss += static_cast<double>(xr[i]) * xr[i];
+      }
+      const float norm = static_cast<float>(std::sqrt(ss));
+      hs.key_norm.push_back(norm);
+      hs.max_norm = std::max(hs.max_norm, norm);
+    }
+    lsh::rank_codes_of_rows(*proj_, x.data(), n, d, codes.data(), scratch, isa_);
+    for (int64_t r = 0; r < n; ++r) hs.codes.append(codes.data() + r * W);
+  }
+}
+
+void MagicPigRanked::prefill_sparse(int layer, const KvView& kv, int n_threads) {
+  LayerState st;
+  st.prefilled = true;
+  st.n_prompt = kv.n_prompt;
+  st.hashed_end = kv.n_prompt;
+  st.off_begin = std::min<int64_t>(cfg_.sinks, kv.n_prompt);
+  st.off_end = std::max<int64_t>(st.off_begin, kv.n_prompt - cfg_.local);
+  const int d = shape_.head_dim, nkv = shape_.n_kv_head;
+  st.heads.resize(nkv);
+  // The centring mean as magicpig takes it: double sums of the offloaded keys, over every shard
+  // under context parallelism (the reducer is a collective: every rank calls it).
+  std::vector<double> sum(static_cast<size_t>(nkv) * d + 1, 0.0);
+  std::vector<float> row(d);
+  for (int h = 0; h < nkv; ++h)
+    for (int64_t p = st.off_begin; p < st.off_end; ++p) {
+      kernels::kv_to_f32(kv.dtype, kv.key(h, p), row.data(), d);
+      for (int i = 0; i < d; ++i) sum[static_cast<size_t>(h) * d + i] += row[i];
+    }
+  sum.back() = static_cast<double>(st.off_end - st.off_begin);
+  if (reduce_) reduce_(sum);
+  const double count = sum.back();
+  for (int h = 0; h < nkv; ++h) {
+    HeadState& hs = st.heads[h];
+    hs.codes = lsh::RankCodes(cfg_.rank_bits / 64);
+    hs.mean.assign(d, 0.0f);
+    if (count > 0)
+      for (int i = 0; i < d; ++i) hs.mean[i] = static_cast<float>(sum[static_cast<size_t>(h) * d + i] / count);
+  }
+  if (st.sampled()) {
+#pragma omp parallel for num_threads(std::clamp(n_threads, 1, nkv)) schedule(static)
+    for (int h = 0; h < nkv; ++h) hash_keys(st, kv, h, st.off_begin, st.off_end);
+  }
+  layers_[layer] = std::move(st);
+}
+
+// Generated tokens older than the last `local` positions leave the exact part and are hashed.
+void MagicPigRanked::insert_generated(LayerState& st, const KvView& kv, int n_threads) {
+  const int64_t target = kv.n_tokens - cfg_.local;
+  if (!cfg_.insert_generated || !st.sampled() || target <= st.hashed_end) return;
+#pragma omp parallel for num_threads(std::clamp(n_threads, 1, shape_.n_kv_head)) schedule(static)
+  for (int h = 0; h < shape_.n_kv_head; ++h) hash_keys(st, kv, h, st.hashed_end, target);
+  st.hashed_end = target;
+}
+
+void MagicPigRanked::check_attend(int layer, const KvView& kv) const {
+  if (is_dense(layer)) return;
+  const LayerState& st = layers_[layer];
+  check(st.prefilled, "magicpig: attend on layer " + std::to_string(layer) + " before prefill_done");
+  check(kv.n_prompt == st.n_prompt, "magicpig: KV view's prompt length changed since prefill_done");
+  check(kv.n_tokens >= st.hashed_end, "magicpig: KV view is shorter than the hashed positions");
+}
+
+void MagicPigRanked::draw(const LayerState& st, const HeadState& hs, const uint16_t* dist, uint64_t rng_key,
+                          Scratch& s) const {
+  const int64_t n = hs.codes.size();
+  s.pos.clear();
+  s.logw.clear();
+  if (n == 0) return;
+  const int64_t top = std::min(n, budget_keys(cfg_.budget, st.n_prompt));
+  // Bins of the estimated centred logits (up to |q| / sqrt(d), the same for every key) over
+  // [0, max |k - mean|]: the top set lies above 0 unless the budget is most of the keys, and
+  // then bin 0 takes the rest in position order. Two interleaved histograms: runs of keys in
+  // the same bin would otherwise wait on each other's increments.
+  s.bins.resize(static_cast<size_t>(n));
+  const float to_bin = hs.max_norm > 0 ? static_cast<float>(kBins) / hs.max_norm : 0.0f;
+  lsh::estimate_bins(dist, hs.key_norm.data(), n, cos_of_distance_.data(), to_bin, kBins - 1, s.bins.data(), isa_);
+  s.hist.assign(2 * kBins, 0u);
+  uint32_t* h0 = s.hist.data();
+  uint32_t* h1 = h0 + kBins;
+  int64_t i = 0;
+  for (; i + 2 <= n; i += 2) ++h0[s.bins[i]], ++h1[s.bins[i + 1]];
+  if (i < n) ++h0[s.bins[i]];
+  // The cut bin: every key above it is in the top set, and its first `from_cut` keys.
+  int cut = kBins - 1;
+  int64_t above = 0;
+  while (cut > 0 && above + h0[cut] + h1[cut] < top) above += h0[cut] + h1[cut], --cut;
+  int64_t from_cut = top - above;
+  s.top.clear();
+  for (int64_t j = 0; j < n; ++j) {
+    const int b = s.bins[j];
+    if (b < cut) continue;
+    if (b == cut && from_cut-- <= 0) continue;
+    s.top.push_back(static_cast<uint32_t>(j));
+  }
+  // The tail: `tail` of the `rest` others, the ones at ranks floor(offset + j * step) among them
+  // with offset uniform in [0, step): each is drawn with probability exactly 1 / step. The
+  // others' rank r is key index r + (top keys before it).
+  const int64_t rest = n - top;
+  const int64_t tail = std::min(rest, cfg_.tail > 0 ? budget_keys(cfg_.tail, st.n_prompt) : 0);
+  const double step = tail > 0 ? static_cast<double>(rest) / static_cast<double>(tail) : 0.0;
+  const float tail_logw = tail > 0 ? static_cast<float>(std::log(step)) : 0.0f;
+  uint64_t x = rng_key;
+  const double offset = static_cast<double>(splitmix64(x) >> 11) * 0x1.0p-53 * step;
+  size_t t = 0;  // top keys passed
+  auto emit_top_until = [&](int64_t key) {
+    for (; t < s.top.size() && s.top[t] < key; ++t) {
+      s.pos.push_back(static_cast<uint32_t>(st.position(s.top[t])));
+      s.logw.push_back(0.0f);
+    }
+  };
+  size_t before = 0;  // top keys with index <= the candidate key
+  for (int64_t j = 0; j < tail; ++j) {
+    const int64_t r = static_cast<int64_t>(offset + static_cast<double>(j) * step);
+    while (before < s.top.size() && s.top[before] <= r + static_cast<int64_t>(before)) ++before;
+    const int64_t key = r + static_cast<int64_t>(before);
+    emit_top_until(key);
+    s.pos.push_back(static_cast<uint32_t>(st.position(key)));
+    s.logw.push_back(tail_logw);
+  }
+  emit_top_until(n);
+}
+
+void MagicPigRanked::attend_group(int layer, const LayerState& st, const KvView& kv, int kvh, const float* q,
+                                  float* out, int64_t* keys_read, Scratch& s) {
+  const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, W = cfg_.rank_bits / 64;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const HeadState& hs = st.heads[kvh];
+  const int64_t n = hs.codes.size();
+  // Exact part of all G heads in one pass per range.
+  s.st.assign(G, PartialSoftmax{});
+  s.acc.assign(static_cast<size_t>(G) * d, 0.0f);
+  const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
+  for (const auto& r : ranges)
+    if (r[1] > r[0]) attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st.data(), s.acc.data(), s.rows, isa_);
+  // Every code against the G queries' codes, read once for the group.
+  s.qcodes.resize(static_cast<size_t>(G) * W);
+  lsh::rank_codes_of_rows(*proj_, q, G, d, s.qcodes.data(), s.hash, isa_);
+  s.dist.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
+  lsh::hamming_distances(hs.codes, s.qcodes.data(), G, s.dist.data(), n, isa_);
+  std::vector<float> acc_sampled(d);
+  for (int g = 0; g < G; ++g) {
+    const int hq = kvh * G + g;
+    const uint64_t key = cfg_.lsh_seed ^ (static_cast<uint64_t>(layer) << 48) ^ (static_cast<uint64_t>(hq) << 32) ^
+                         static_cast<uint64_t>(kv.n_tokens);
+    draw(st, hs, s.dist.data() + static_cast<size_t>(g) * n, key, s);
+    const int64_t m = static_cast<int64_t>(s.pos.size());
+    if (record_) {
+      recorded_pos_[hq] = s.pos;
+      recorded_logw_[hq] = s.logw;
+    }
+    // Cost counts prompt keys only; drawn generated tokens are not part of it.
+    keys_read[g] = std::lower_bound(s.pos.begin(), s.pos.end(), static_cast<uint32_t>(st.n_prompt)) - s.pos.begin();
+    if (m == 0) continue;
+    const float* qg = q + static_cast<size_t>(g) * d;
+    sampled::Walk walk;
+    walk.pos = s.pos.data();
+    walk.n = m;
+    walk.base = kv.key(kvh, 0);
+    s.s.resize(static_cast<size_t>(m));
+    sampled::score_walk(kv.dtype, walk, qg, d, s.s.data(), isa_);
+    for (int64_t i = 0; i < m; ++i) s.s[i] = s.s[i] * scale + s.logw[i];
+    PartialSoftmax ps;
+    ps.m = blk::max_of(s.s.data(), static_cast<int>(m));
+    ps.l = blk::exp_shift_sum(s.s.data(), static_cast<int>(m), ps.m, isa_);
+    walk.base = kv.value(kvh, 0);
+    std::fill(acc_sampled.begin(), acc_sampled.end(), 0.0f);
+    sampled::accumulate_walk(kv.dtype, walk, s.s.data(), d, acc_sampled.data(), isa_);
+    merge_partial_softmax(s.st[g], s.acc.data() + static_cast<size_t>(g) * d, ps, acc_sampled.data(), d);
+  }
+  for (int g = 0; g < G; ++g) {
+    finish_partial_softmax(s.st[g], s.acc.data() + static_cast<size_t>(g) * d, out + static_cast<size_t>(g) * d, d);
+    report_lse(kvh * G + g, s.st[g]);
+  }
+}
+
+void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
+                                   int64_t* keys_read) {
+  LayerState& st = layers_[layer];
+  if (!st.sampled()) {  // nothing offloaded (short prompt): exact over everything
+    dense_decode(kv, shape_, q, out, n_threads, lse_);
+    std::fill(keys_read, keys_read + shape_.n_head, st.n_prompt);
+    return;
+  }
+  n_threads = std::max(1, n_threads);
+  insert_generated(st, kv, n_threads);
+  const int n_kv = shape_.n_kv_head, G = shape_.n_head / n_kv;
+  const int64_t gd = static_cast<int64_t>(G) * shape_.head_dim;
+  if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
+#pragma omp parallel num_threads(std::min(n_threads, n_kv))
+  {
+    Scratch& s = scratch_[omp_get_thread_num()];
+#pragma omp for schedule(static)
+    for (int kvh = 0; kvh < n_kv; ++kvh) {
+      // An exact head's output is LayeredPolicy's dense attention: nothing to draw for it.
+      if (has_exact_head_[layer] && is_exact_head(layer, kvh)) continue;
+      attend_group(layer, st, kv, kvh, q + kvh * gd, out + kvh * gd, keys_read + kvh * G, s);
+    }
+  }
+  const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
+  for (int h = 0; h < shape_.n_head; ++h) keys_read[h] += exact_prompt;
+}
+
+std::unique_ptr<SequenceAttention> MagicPigRanked::clone() const {
+  auto c = std::make_unique<MagicPigRanked>(*this);
+  c->scratch_.clear();
+  return c;
+}
+
+size_t MagicPigRanked::aux_bytes() const {
+  size_t b = 0;
+  for (const LayerState& st : layers_)
+    for (const HeadState& hs : st.heads)
+      b += hs.codes.bytes() + (hs.mean.capacity() + hs.key_norm.capacity()) * sizeof(float);
+  return b;
+}
+
+std::unique_ptr<SequenceAttention> make_magicpig_ranked_attention(const Config& cfg, const HeadShape& shape) {
+  return std::make_unique<MagicPigRanked>(cfg, shape);
+}
+
+size_t magicpig_ranked_aux_bytes(const Config& cfg, const AuxDims& a) {
+  if (a.sparse_heads == 0) return 0;
+  const size_t n = a.n, d = a.d, words = static_cast<size_t>(cfg.rank_bits) / 64;
+  const size_t blocks = (n + lsh::RankCodes::kBlock - 1) / lsh::RankCodes::kBlock + 1;
+  // Codes, key norms (vectors grow by up to 2x while decoding) and the centring mean.
+  const size_t per_head = 2 * (blocks * lsh::RankCodes::kBlock * words * sizeof(uint64_t) + n * sizeof(float)) +
+                          d * sizeof(float);
+  // Distances of a group, bins, top set, drawn positions and weights, logits, histograms.
+  const size_t per_thread = n * (a.group * sizeof(uint16_t) + sizeof(uint16_t) + 4 * sizeof(float)) + 2 * kBins * sizeof(uint32_t);
+  return a.sparse_heads * per_head + a.threads * per_thread;
+}
+
+}  // namespace mp::attn
