@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Extra plots for docs/quality.md from a `magicpig eval attention-error` folder (DIR).
+"""Extra plots for docs/history/quality-2026-12-05.md from a `magicpig eval attention-error` folder (DIR).
   DIR/topk_vs_sampling.png : the paper's Fig. 3 view: mean relative L2 error (sparse layers) of
       TopK and oracle sampling against the budget (TopK: keys read; sampling: draws B/n), with the
       MagicPIG configurations at their measured cost and sampling also at its distinct-keys cost.

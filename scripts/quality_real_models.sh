@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Reproduces docs/quality.md (issue 40): MagicPIG's quality against the other decode attention
+# Reproduces docs/history/quality-2026-12-05.md (issue 40): MagicPIG's quality against the other decode attention
 # policies on real pretrained GGUF models, at costs matched to what MagicPIG actually read.
 #
 #   scripts/quality_real_models.sh [STAGE...]      (default: ppl-smol ppl-qwen ruler-smol aerr-smol)
@@ -98,7 +98,7 @@ stage_ppl_qwen() {
 
 stage_ruler_smol() {
   # A 2-sample calibration run measures MagicPIG's cost and Quest's overhead on these prompts;
-  # the budgets below are the ones it gave (docs/quality.md). Bare prompts (ruler-smol-chat:
+  # the budgets below are the ones it gave (docs/history/quality-2026-12-05.md). Bare prompts (ruler-smol-chat:
   # the chat template).
   local tasks=niah_single_2,niah_multikey_1
   run "$BIN" eval ruler -m "$SMOL" -t "$T" --out "$OUT/ruler/calib_2k" --lengths 2048 --samples 2 \

@@ -8,6 +8,7 @@
 #include <limits>
 #include <string>
 
+#include "attention/offload.h"
 #include "attention/kernels/block_kernels.h"
 #include "attention/dense.h"
 #include "attention/magicpig_impl.h"
@@ -83,29 +84,19 @@ void MagicPigAttention::prefill_done(int layer, const KvView& kv, int n_threads)
   st.off_end = std::max<int64_t>(st.off_begin, kv.n_prompt - cfg_.local);
   if (is_dense(layer)) st.off_end = st.off_begin;  // dense layers keep no tables
   st.heads.resize(shape_.n_kv_head);
-  const int d = shape_.head_dim, nkv = shape_.n_kv_head;
-  // Sums of the offloaded keys per KV head in double (fp32 sums drift over 100k+ keys), then
-  // their count. With a reducer (context parallelism) every sparse layer takes part, offloaded
-  // keys here or not: the sums become those of the whole context and so does the mean.
+  const int nkv = shape_.n_kv_head;
+  // With a reducer (context parallelism) every sparse layer takes part in the mean, offloaded
+  // keys here or not: the mean becomes that of the whole context.
   const bool reduce = reduce_ && !is_dense(layer);
   if (!st.sampled() && !reduce) {
     layers_[layer] = std::move(st);
     return;
   }
-  std::vector<double> sum(static_cast<size_t>(nkv) * d + 1, 0.0);
-  std::vector<float> row(d);
-  for (int h = 0; h < nkv; ++h)
-    for (int64_t p = st.off_begin; p < st.off_end; ++p) {
-      kernels::kv_to_f32(kv.dtype, kv.key(h, p), row.data(), d);
-      for (int i = 0; i < d; ++i) sum[static_cast<size_t>(h) * d + i] += row[i];
-    }
-  sum.back() = static_cast<double>(st.off_end - st.off_begin);
-  if (reduce) reduce_(sum);
-  const double count = sum.back();
-  for (int h = 0; h < nkv && count > 0; ++h) {
+  std::vector<std::vector<float>> means =
+      centring_means(kv, st.off_begin, st.off_end, reduce ? reduce_ : SumReducer{});
+  for (int h = 0; h < nkv && !means.empty(); ++h) {
     HeadState& hs = st.heads[h];
-    hs.mean.resize(d);
-    for (int i = 0; i < d; ++i) hs.mean[i] = static_cast<float>(sum[static_cast<size_t>(h) * d + i] / count);
+    hs.mean = std::move(means[h]);
     if (!st.sampled()) continue;
     hs.tables = lsh::HashTables(cfg_.lsh_k, cfg_.lsh_l);
     hs.key_norm.assign(static_cast<size_t>(kv.n_prompt), 0.0f);

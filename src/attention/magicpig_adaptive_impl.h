@@ -22,7 +22,7 @@ class MagicPigAdaptiveAttention final : public MagicPigAttention, public BoundRe
   // The sample's variance estimate is too small: it cannot see keys whose collision
   // probability is so small that they are almost never drawn (their mass is simply missing), and
   // it treats inclusions as independent while LSH draws similar keys together. Measured on
-  // SmolLM2-135M at 4k (docs/quality.md "Adaptive budget"), mean squared error / mean estimated
+  // SmolLM2-135M at 4k (docs/history/quality-2026-12-05.md "Adaptive budget"), mean squared error / mean estimated
   // variance per rung of the default ladder (10, 150, 2), the largest over eps = 0.1, 0.2, 0.3:
   // narrow rungs miss the most. The estimate is multiplied by the rung's factor (the last one
   // for rungs beyond the table).

@@ -12,6 +12,7 @@
 #include "attention/kernels/exact_rows.h"
 #include "attention/kernels/sampled_walk.h"
 #include "attention/lsh/lsh.h"
+#include "attention/offload.h"
 #include "attention/policy.h"
 
 namespace mp::attn {
@@ -56,13 +57,8 @@ class MagicPigAttention : public LayeredPolicy {
     std::vector<float> key_norm;  // |k - mean| by position (valid where hashed)
     lsh::HashTables tables;
   };
-  struct LayerState {
-    bool prefilled = false;
-    int64_t n_prompt = 0;
-    int64_t off_begin = 0, off_end = 0;  // offloaded prompt positions; empty: all exact
-    int64_t hashed_end = 0;              // generated positions [n_prompt, hashed_end) hashed
+  struct LayerState : OffloadSpan {
     std::vector<HeadState> heads;
-    bool sampled() const { return off_end > off_begin; }
   };
   // A decode thread's buffers for one KV head group at a time (begin_group, score_candidates).
   struct GroupScratch {

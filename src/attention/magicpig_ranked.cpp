@@ -13,6 +13,7 @@
 #include <string>
 
 #include "attention/baselines.h"
+#include "attention/offload.h"
 #include "attention/dense.h"
 #include "attention/kernels/block_kernels.h"
 #include "attention/kernels/sampled_walk.h"
@@ -83,24 +84,12 @@ void MagicPigRanked::prefill_sparse(int layer, const KvView& kv, int n_threads) 
   st.off_end = std::max<int64_t>(st.off_begin, kv.n_prompt - cfg_.local);
   const int d = shape_.head_dim, nkv = shape_.n_kv_head;
   st.heads.resize(nkv);
-  // The centring mean as magicpig takes it: double sums of the offloaded keys, over every shard
-  // under context parallelism (the reducer is a collective: every rank calls it).
-  std::vector<double> sum(static_cast<size_t>(nkv) * d + 1, 0.0);
-  std::vector<float> row(d);
-  for (int h = 0; h < nkv; ++h)
-    for (int64_t p = st.off_begin; p < st.off_end; ++p) {
-      kernels::kv_to_f32(kv.dtype, kv.key(h, p), row.data(), d);
-      for (int i = 0; i < d; ++i) sum[static_cast<size_t>(h) * d + i] += row[i];
-    }
-  sum.back() = static_cast<double>(st.off_end - st.off_begin);
-  if (reduce_) reduce_(sum);
-  const double count = sum.back();
+  // magicpig's centring mean; every sparse layer takes part under context parallelism.
+  const std::vector<std::vector<float>> means = centring_means(kv, st.off_begin, st.off_end, reduce_);
   for (int h = 0; h < nkv; ++h) {
     HeadState& hs = st.heads[h];
     hs.codes = lsh::RankCodes(cfg_.rank_bits / 64);
-    hs.mean.assign(d, 0.0f);
-    if (count > 0)
-      for (int i = 0; i < d; ++i) hs.mean[i] = static_cast<float>(sum[static_cast<size_t>(h) * d + i] / count);
+    hs.mean = means.empty() ? std::vector<float>(d, 0.0f) : means[h];
   }
   if (st.sampled()) {
 #pragma omp parallel for num_threads(std::clamp(n_threads, 1, nkv)) schedule(static)

@@ -18,6 +18,7 @@
 #include "attention/kernels/exact_rows.h"
 #include "attention/layered_policy.h"
 #include "attention/lsh/rank_codes.h"
+#include "attention/offload.h"
 
 namespace mp::attn {
 
@@ -55,14 +56,9 @@ class MagicPigRanked : public LayeredPolicy {
     float max_norm = 0;
     lsh::RankCodes codes;         // by code index: offloaded prompt keys, then hashed generated ones
   };
-  struct LayerState {
-    bool prefilled = false;
-    int64_t n_prompt = 0;
-    int64_t off_begin = 0, off_end = 0;  // offloaded prompt positions; empty: all exact
-    int64_t hashed_end = 0;              // generated positions [n_prompt, hashed_end) hashed
+  struct LayerState : OffloadSpan {
     std::vector<HeadState> heads;
-    bool sampled() const { return off_end > off_begin; }
-    int64_t position(int64_t code_index) const {
+    int64_t position(int64_t code_index) const {  // codes: offloaded prompt keys, then generated ones
       const int64_t n_off = off_end - off_begin;
       return code_index < n_off ? off_begin + code_index : n_prompt + (code_index - n_off);
     }

@@ -1,7 +1,7 @@
-// An instrumented MagicPIG policy for diagnosing needle retrieval (docs/quality.md, "The 4k
-// single-needle miss"): it decodes with a real MagicPIG policy (the collision-threshold sampler,
-// or the ranked one when rank_bits > 0) and, for every sparse layer and
-// query head of a step, records what exact attention would have put on a set of watched
+// An instrumented MagicPIG policy for diagnosing needle retrieval (docs/history/
+// quality-2026-12-05.md, "The 4k single-needle miss"): it decodes with a real MagicPIG policy
+// (the collision-threshold sampler, or the ranked one when rank_bits > 0) and, for every sparse
+// layer and query head of a step, records what exact attention would have put on a set of watched
 // positions (the needle's tokens) and what MagicPIG's estimator did with them: were they
 // candidates, with how many table collisions, at what angle to the query, with which
 // importance weight, and what share of the estimated softmax they carry. The estimator is

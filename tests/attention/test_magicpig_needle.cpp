@@ -1,4 +1,4 @@
-// The 4k single-needle miss of docs/quality.md on a synthetic head: one "needle" key that exact
+// The 4k single-needle miss of docs/history/quality-2026-12-05.md on a synthetic head: one "needle" key that exact
 // attention puts all its weight on, at the angle to the query measured on the retrieval model's
 // copy heads (cos(q, k - mean) = 0.50 at the failing step), among keys the query does not match.
 // Whether MagicPIG draws the needle is a coin with probability u = P[Binomial(L, p) >= 2],
@@ -67,7 +67,7 @@ pigtest::RowGen needle_rows(const Geometry& g, double cos_needle) {
   };
 }
 
-// Closed form of the candidate probability for threshold 2 (docs/quality.md):
+// Closed form of the candidate probability for threshold 2 (docs/history/quality-2026-12-05.md):
 // 1 - (1-p)^L - L p (1-p)^(L-1), p = (1 - theta/pi)^K.
 double u_threshold2(double cos, int k, int l) {
   const double p = std::pow(1.0 - std::acos(cos) / M_PI, k);

@@ -4,7 +4,7 @@
 // At that step it writes, per sparse layer and query head, the exact and estimated weight on the
 // needle's tokens, candidate status, collision counts, angles and sampling probabilities, and
 // finds which layers (and heads) flip the answer back when only they attend exactly.
-// Output: OUT/heads.csv, OUT/keys.csv, OUT/samples.csv, OUT/attribution.csv (docs/quality.md,
+// Output: OUT/heads.csv, OUT/keys.csv, OUT/samples.csv, OUT/attribution.csv (docs/history/quality-2026-12-05.md,
 // "The 4k single-needle miss on the retrieval model").
 #include <cstdio>
 #include <cstdlib>

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summarise needle-trace output folders (docs/quality.md, "The 4k single-needle miss").
+"""Summarise needle-trace output folders (docs/history/quality-2026-12-05.md, "The 4k single-needle miss").
 
 usage: summary.py DIR [DIR ...]
 

@@ -1,0 +1,27 @@
+#include "attention/offload.h"
+
+#include "kernels/kernels.h"
+
+namespace mp::attn {
+
+std::vector<std::vector<float>> centring_means(const KvView& kv, int64_t begin, int64_t end,
+                                               const SequenceAttention::SumReducer& reduce) {
+  const int d = kv.head_dim, nkv = kv.n_kv_head;
+  std::vector<double> sum(static_cast<size_t>(nkv) * d + 1, 0.0);
+  std::vector<float> row(d);
+  for (int h = 0; h < nkv; ++h)
+    for (int64_t p = begin; p < end; ++p) {
+      kernels::kv_to_f32(kv.dtype, kv.key(h, p), row.data(), d);
+      for (int i = 0; i < d; ++i) sum[static_cast<size_t>(h) * d + i] += row[i];
+    }
+  sum.back() = static_cast<double>(end > begin ? end - begin : 0);
+  if (reduce) reduce(sum);
+  const double count = sum.back();
+  if (!(count > 0)) return {};
+  std::vector<std::vector<float>> means(nkv, std::vector<float>(d));
+  for (int h = 0; h < nkv; ++h)
+    for (int i = 0; i < d; ++i) means[h][i] = static_cast<float>(sum[static_cast<size_t>(h) * d + i] / count);
+  return means;
+}
+
+}  // namespace mp::attn

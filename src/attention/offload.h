@@ -1,0 +1,30 @@
+// What MagicPIG (either sampler) offloads from a sparse layer: the span of prompt positions it
+// samples from, and the centring mean it subtracts from their keys before hashing them.
+#pragma once
+#include <cstdint>
+#include <vector>
+
+#include "attention/policy.h"
+
+namespace mp::attn {
+
+// A sparse layer's offloaded span: prompt positions [off_begin, off_end) = [sinks, n_prompt -
+// local) and generated positions [n_prompt, hashed_end) hashed since; everything else is the
+// exact part. Empty (off_end == off_begin) when the prompt is no longer than sinks + local.
+struct OffloadSpan {
+  bool prefilled = false;
+  int64_t n_prompt = 0;
+  int64_t off_begin = 0, off_end = 0;
+  int64_t hashed_end = 0;
+  bool sampled() const { return off_end > off_begin; }
+};
+
+// Per KV head, the mean of its keys at positions [begin, end): [n_kv_head][head_dim]. Sums are
+// taken in double (fp32 sums drift over 100k+ keys), then divided by the count; with `reduce`
+// (context parallelism, a collective every rank calls) the sums and the count are first replaced
+// by those over every shard, so each shard centres with the whole context's mean. Empty when the
+// count is 0.
+std::vector<std::vector<float>> centring_means(const KvView& kv, int64_t begin, int64_t end,
+                                               const SequenceAttention::SumReducer& reduce);
+
+}  // namespace mp::attn
