@@ -245,6 +245,10 @@ void Scheduler::run() {
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (stopping_) break;
+      // A queued request whose client left goes now, not when it reaches the queue's head: it
+      // must not hold a queue place (429 for others) nor count in queue_depth.
+      std::erase_if(queue_, [](const auto& q) { return q.second->cancelled(); });
+      queue_depth_.store(int64_t(queue_.size()));
     }
     admit(slots);
     for (auto& s : slots)
