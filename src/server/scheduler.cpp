@@ -181,15 +181,35 @@ void Scheduler::finish(Slot& s, const std::string& reason) {
   s.done = true;
 }
 
-bool Scheduler::prefill_one_chunk(std::vector<std::unique_ptr<Slot>>& slots) {
+int64_t Scheduler::prefill_budget(bool decoding) const {
+  const int64_t chunk = std::max(opt_.prefill_chunk, 1);
+  // Nobody waits for the turn to end: prefill at full speed.
+  if (!decoding || opt_.prefill_share <= 0) return chunk;
+  // Before any measurement: a small piece, so the first turn cannot stall the streams long.
+  if (prefill_rate_ <= 0 || decode_step_s_ <= 0) return std::min<int64_t>(chunk, kMinPrefillPiece);
+  const double fits = prefill_rate_ * decode_step_s_ * opt_.prefill_share;
+  return std::clamp<int64_t>(int64_t(fits), std::min<int64_t>(chunk, kMinPrefillPiece), chunk);
+}
+
+bool Scheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budget) {
+  bool worked = false;
   for (auto& sp : slots) {
+    if (budget <= 0) break;
     Slot& s = *sp;
     if (s.decoding || s.done) continue;
+    worked = true;
     try {
-      const size_t n = std::min(s.req.prompt.size() - s.prompt_done, size_t(std::max(opt_.prefill_chunk, 1)));
+      const size_t n = std::min(s.req.prompt.size() - s.prompt_done, size_t(budget));
       if (n > 0) {
+        const auto t0 = Clock::now();
         s.seq->prefill(std::span(s.req.prompt).subspan(s.prompt_done, n));
+        const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
+        // Tokens per second of recent pieces (it falls as the context grows); tiny pieces are
+        // dominated by per-call overhead and would understate it.
+        if (n >= size_t(kMinPrefillPiece) && sec > 0)
+          prefill_rate_ = prefill_rate_ > 0 ? 0.5 * prefill_rate_ + 0.5 * double(n) / sec : double(n) / sec;
         s.prompt_done += n;
+        budget -= int64_t(n);
       }
       if (s.prompt_done == s.req.prompt.size()) {
         if (int64_t(s.prompt_done) > s.cached) prefix_cache_.save(*s.seq);
@@ -202,9 +222,10 @@ bool Scheduler::prefill_one_chunk(std::vector<std::unique_ptr<Slot>>& slots) {
       s.h->push(failed(500, std::string("prefill failed: ") + e.what()));
       s.done = true;
     }
-    return true;
+    // The fixed-chunk schedule of prefill_share 0 serves one prompt per turn, as before.
+    if (opt_.prefill_share <= 0) break;
   }
-  return false;
+  return worked;
 }
 
 bool Scheduler::decode_step(std::vector<std::unique_ptr<Slot>>& slots) {
@@ -229,7 +250,9 @@ bool Scheduler::decode_step(std::vector<std::unique_ptr<Slot>>& slots) {
     for (Slot* s : members) batch.remove(*s->seq);
     return true;
   }
-  metrics_.add_decode_step(int64_t(members.size()), std::chrono::duration<double>(Clock::now() - t0).count());
+  const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  decode_step_s_ = decode_step_s_ > 0 ? 0.8 * decode_step_s_ + 0.2 * step_s : step_s;
+  metrics_.add_decode_step(int64_t(members.size()), step_s);
   for (Slot* s : members) {
     batch.remove(*s->seq);
     s->pending = -1;
@@ -253,8 +276,17 @@ void Scheduler::run() {
     admit(slots);
     for (auto& s : slots)
       if (!s->done && s->h->cancelled()) s->done = true;  // the client went away: free it now
-    bool worked = prefill_one_chunk(slots);
-    worked = decode_step(slots) || worked;
+    bool worked;
+    if (opt_.prefill_share > 0) {
+      // The turn's tokens: every decoding sequence's next token first, then as much prompt as
+      // its budget holds (the budget is sized so the prefill takes about prefill_share decode
+      // steps; a whole chunk when nothing decodes).
+      worked = decode_step(slots);
+      worked = prefill(slots, prefill_budget(worked)) || worked;
+    } else {
+      worked = prefill(slots, prefill_budget(false));
+      worked = decode_step(slots) || worked;
+    }
     std::erase_if(slots, [](const std::unique_ptr<Slot>& s) { return s->done; });
     active_.store(int64_t(slots.size()));
     if (!worked) {

@@ -2,9 +2,10 @@
 //   1. admits queued requests while fewer than n_parallel sequences are live: each reserves
 //      its KV cache and policy structures from the shared MemoryBudget (503 + Retry-After when
 //      they do not fit) and starts from the longest prefix the PrefixCache holds;
-//   2. prefills one chunk (prefill_chunk tokens) of the oldest request still prefilling, so a
-//      long prompt never stalls the running streams for more than one chunk;
-//   3. decodes one token for every sequence past its prompt, in one batched forward pass.
+//   2. decodes one token for every sequence past its prompt, in one batched forward pass;
+//   3. prefills prompt tokens, oldest request first, up to the turn's budget: what fits into
+//      prefill_share times the decode step (so streams keep their pace while long prompts
+//      arrive), or a whole prefill_chunk when nothing decodes.
 // Sequences leave as soon as they finish or their client cancels, freeing their memory.
 #pragma once
 #include <atomic>
@@ -44,7 +45,12 @@ class Scheduler final : public Engine {
   struct Slot;
   void run();
   void admit(std::vector<std::unique_ptr<Slot>>& slots);
-  bool prefill_one_chunk(std::vector<std::unique_ptr<Slot>>& slots);
+  // Prompt tokens this turn may prefill: a whole chunk when no sequence decoded this turn,
+  // else what the measured prefill rate fits into prefill_share decode steps.
+  int64_t prefill_budget(bool decoding) const;
+  // Prefills up to `budget` prompt tokens, oldest request first (several prompts when they
+  // fit); a prompt that completes samples its first token. True if any prompt was pending.
+  bool prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budget);
   bool decode_step(std::vector<std::unique_ptr<Slot>>& slots);
   void emit_token(Slot& s, int32_t tok);
   void finish(Slot& s, const std::string& reason);
@@ -60,6 +66,10 @@ class Scheduler final : public Engine {
   std::deque<std::pair<GenerationRequest, std::shared_ptr<RequestHandle>>> queue_;
   bool stopping_ = false;
   std::atomic<int64_t> queue_depth_{0}, active_{0};
+  // Engine-thread measurements the prefill budget is sized from: prompt tokens per second of
+  // recent prefill pieces, and the decode step's time (moving averages; 0: none yet).
+  static constexpr int64_t kMinPrefillPiece = 16;
+  double prefill_rate_ = 0, decode_step_s_ = 0;
   std::thread thread_;
 };
 

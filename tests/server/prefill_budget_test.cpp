@@ -1,0 +1,71 @@
+// A long prompt arriving while a stream decodes does not make the stream wait for whole
+// prefill chunks: the engine turn decodes the stream's next token first and then prefills only
+// what fits into about one decode step (ServerOptions::prefill_share), so the stream receives
+// many tokens while the prompt prefills. With prefill_share 0 (the fixed 256-token chunk per
+// turn) it receives about one per chunk; the test checks both, so it fails if the budget stops
+// splitting the prompt finer than the chunk. Counts, not times: one token per engine turn.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <future>
+
+#include "server_fixture.h"
+
+namespace mp::test {
+namespace {
+
+// Tokens the running stream received while a 3,000-token prompt was prefilled and answered.
+int tokens_during_long_prefill(double prefill_share) {
+  server::ServerOptions o;
+  o.n_parallel = 2;
+  o.prefill_chunk = 256;
+  o.prefill_share = prefill_share;
+  o.prefix_cache_bytes = 0;
+  TestServer srv(o);
+  std::atomic<int> events{0};
+  std::atomic<bool> hang_up{false};
+  std::future<void> stream = std::async(std::launch::async, [&] {
+    auto c = srv.client();
+    httplib::Request req;
+    req.method = "POST";
+    req.path = "/v1/completions";
+    req.set_header("Content-Type", "application/json");
+    req.body = R"({"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true, "temperature": 0,
+                   "logprobs": 0, "stream": true})";  // logprobs: one event per token, even mid-character
+    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+      for (std::string_view s(data, n); !s.empty();) {
+        const size_t at = s.find("data: ");
+        if (at == std::string_view::npos) break;
+        ++events;
+        s.remove_prefix(at + 6);
+      }
+      return !hang_up.load();
+    };
+    c.send(req);
+  });
+  while (events < 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  std::string ids;
+  for (int i = 0; i < 3000; ++i) ids += (i ? "," : "") + std::to_string(5 + i % 4000);
+  auto cli = srv.client();
+  const int before = events.load();
+  auto res = cli.Post("/v1/completions", R"({"prompt": [)" + ids + R"(], "max_tokens": 1})", "application/json");
+  const int during = events.load() - before;
+  hang_up = true;
+  stream.get();
+  EXPECT_TRUE(res && res->status == 200) << (res ? res->body : httplib::to_string(res.error()));
+  return during;
+}
+
+TEST(PrefillBudget, StreamKeepsDecodingWhileALongPromptPrefills) {
+  const int chunks = (3000 + 255) / 256;  // 12 turns of the fixed schedule
+  const int fixed = tokens_during_long_prefill(0);
+  EXPECT_GE(fixed, chunks - 2);
+  EXPECT_LE(fixed, chunks + 3) << "the fixed schedule decodes one token per 256-token chunk";
+  // A decode step of this model costs far less than 256 prompt tokens, so the budget is much
+  // smaller than the chunk: the stream gets a token every few dozen prompt tokens.
+  const int budgeted = tokens_during_long_prefill(1.0);
+  EXPECT_GE(budgeted, 3 * chunks) << "with the token budget the stream should not wait for whole chunks";
+}
+
+}  // namespace
+}  // namespace mp::test
