@@ -181,14 +181,24 @@ void Scheduler::finish(Slot& s, const std::string& reason) {
   s.done = true;
 }
 
-int64_t Scheduler::prefill_budget(bool decoding) const {
-  const int64_t chunk = std::max(opt_.prefill_chunk, 1);
-  // Nobody waits for the turn to end: prefill at full speed.
-  if (!decoding || opt_.prefill_share <= 0) return chunk;
-  // Before any measurement: a small piece, so the first turn cannot stall the streams long.
-  if (prefill_rate_ <= 0 || decode_step_s_ <= 0) return std::min<int64_t>(chunk, kMinPrefillPiece);
-  const double fits = prefill_rate_ * decode_step_s_ * opt_.prefill_share;
-  return std::clamp<int64_t>(int64_t(fits), std::min<int64_t>(chunk, kMinPrefillPiece), chunk);
+bool Scheduler::prefill_allowed(const std::vector<std::unique_ptr<Slot>>& slots) {
+  const bool waiting = std::any_of(slots.begin(), slots.end(), [](const auto& s) { return !s->decoding && !s->done; });
+  if (!waiting) {
+    prefill_credit_s_ = 0;  // no credit saved up while no prompt waits: no burst later
+    return false;
+  }
+  // Nothing decoded this turn: nobody waits for the prefill, so it runs at full speed.
+  if (last_step_s_ <= 0) {
+    prefill_credit_s_ = 0;
+    return true;
+  }
+  // A token bucket of prefill time: each decode step earns prefill_share of its own time, a
+  // piece (up to prefill_chunk tokens, whole chunks keep the prefill efficient) spends what it
+  // took. A piece may overdraw; the turns after it repay, so over any stretch prefill takes at
+  // most share / (1 + share) of the engine's time and a stream's time per token stays near
+  // (1 + share) x its decode step, while no single gap exceeds one piece.
+  prefill_credit_s_ = std::min(prefill_credit_s_ + opt_.prefill_share * last_step_s_, opt_.prefill_share * last_step_s_);
+  return prefill_credit_s_ > 0;
 }
 
 bool Scheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budget) {
@@ -201,13 +211,7 @@ bool Scheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budge
     try {
       const size_t n = std::min(s.req.prompt.size() - s.prompt_done, size_t(budget));
       if (n > 0) {
-        const auto t0 = Clock::now();
         s.seq->prefill(std::span(s.req.prompt).subspan(s.prompt_done, n));
-        const double sec = std::chrono::duration<double>(Clock::now() - t0).count();
-        // Tokens per second of recent pieces (it falls as the context grows); tiny pieces are
-        // dominated by per-call overhead and would understate it.
-        if (n >= size_t(kMinPrefillPiece) && sec > 0)
-          prefill_rate_ = prefill_rate_ > 0 ? 0.5 * prefill_rate_ + 0.5 * double(n) / sec : double(n) / sec;
         s.prompt_done += n;
         budget -= int64_t(n);
       }
@@ -238,6 +242,7 @@ bool Scheduler::decode_step(std::vector<std::unique_ptr<Slot>>& slots) {
       tokens.push_back(sp->pending);
       members.push_back(sp.get());
     }
+  last_step_s_ = 0;
   if (members.empty()) return false;
   const auto t0 = Clock::now();
   try {
@@ -251,7 +256,7 @@ bool Scheduler::decode_step(std::vector<std::unique_ptr<Slot>>& slots) {
     return true;
   }
   const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
-  decode_step_s_ = decode_step_s_ > 0 ? 0.8 * decode_step_s_ + 0.2 * step_s : step_s;
+  last_step_s_ = step_s;
   metrics_.add_decode_step(int64_t(members.size()), step_s);
   for (Slot* s : members) {
     batch.remove(*s->seq);
@@ -278,13 +283,18 @@ void Scheduler::run() {
       if (!s->done && s->h->cancelled()) s->done = true;  // the client went away: free it now
     bool worked;
     if (opt_.prefill_share > 0) {
-      // The turn's tokens: every decoding sequence's next token first, then as much prompt as
-      // its budget holds (the budget is sized so the prefill takes about prefill_share decode
-      // steps; a whole chunk when nothing decodes).
+      // Every decoding sequence's next token first; then prompt tokens, as much as the turn's
+      // share of prefill time allows (prefill_allowed).
       worked = decode_step(slots);
-      worked = prefill(slots, prefill_budget(worked)) || worked;
+      if (prefill_allowed(slots)) {
+        const auto t0 = Clock::now();
+        worked = prefill(slots, std::max(opt_.prefill_chunk, 1)) || worked;
+        prefill_credit_s_ -= std::chrono::duration<double>(Clock::now() - t0).count();
+      } else {
+        worked = true;  // a prompt waits for its turn; the streams keep the loop busy
+      }
     } else {
-      worked = prefill(slots, prefill_budget(false));
+      worked = prefill(slots, std::max(opt_.prefill_chunk, 1));
       worked = decode_step(slots) || worked;
     }
     std::erase_if(slots, [](const std::unique_ptr<Slot>& s) { return s->done; });

@@ -3,9 +3,10 @@
 //      its KV cache and policy structures from the shared MemoryBudget (503 + Retry-After when
 //      they do not fit) and starts from the longest prefix the PrefixCache holds;
 //   2. decodes one token for every sequence past its prompt, in one batched forward pass;
-//   3. prefills prompt tokens, oldest request first, up to the turn's budget: what fits into
-//      prefill_share times the decode step (so streams keep their pace while long prompts
-//      arrive), or a whole prefill_chunk when nothing decodes.
+//   3. prefills up to prefill_chunk prompt tokens, oldest request first, when the turn may:
+//      always when nothing decodes; else when the prefill-time credit the decode steps earn
+//      (prefill_share of each step's time) allows, so prefill takes at most share / (1 + share)
+//      of the time while streams decode and their time per token stays near (1 + share) steps.
 // Sequences leave as soon as they finish or their client cancels, freeing their memory.
 #pragma once
 #include <atomic>
@@ -45,9 +46,9 @@ class Scheduler final : public Engine {
   struct Slot;
   void run();
   void admit(std::vector<std::unique_ptr<Slot>>& slots);
-  // Prompt tokens this turn may prefill: a whole chunk when no sequence decoded this turn,
-  // else what the measured prefill rate fits into prefill_share decode steps.
-  int64_t prefill_budget(bool decoding) const;
+  // Whether this turn prefills (prefill_share > 0): always when no sequence decoded this turn,
+  // else when the prefill-time credit the decode steps earned is positive.
+  bool prefill_allowed(const std::vector<std::unique_ptr<Slot>>& slots);
   // Prefills up to `budget` prompt tokens, oldest request first (several prompts when they
   // fit); a prompt that completes samples its first token. True if any prompt was pending.
   bool prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budget);
@@ -66,10 +67,9 @@ class Scheduler final : public Engine {
   std::deque<std::pair<GenerationRequest, std::shared_ptr<RequestHandle>>> queue_;
   bool stopping_ = false;
   std::atomic<int64_t> queue_depth_{0}, active_{0};
-  // Engine-thread measurements the prefill budget is sized from: prompt tokens per second of
-  // recent prefill pieces, and the decode step's time (moving averages; 0: none yet).
-  static constexpr int64_t kMinPrefillPiece = 16;
-  double prefill_rate_ = 0, decode_step_s_ = 0;
+  // Engine thread only: this turn's decode step time (0: nothing decoded) and the prefill-time
+  // credit in seconds (prefill_allowed).
+  double last_step_s_ = 0, prefill_credit_s_ = 0;
   std::thread thread_;
 };
 

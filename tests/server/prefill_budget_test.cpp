@@ -1,9 +1,10 @@
-// A long prompt arriving while a stream decodes does not make the stream wait for whole
-// prefill chunks: the engine turn decodes the stream's next token first and then prefills only
-// what fits into about one decode step (ServerOptions::prefill_share), so the stream receives
-// many tokens while the prompt prefills. With prefill_share 0 (the fixed 256-token chunk per
-// turn) it receives about one per chunk; the test checks both, so it fails if the budget stops
-// splitting the prompt finer than the chunk. Counts, not times: one token per engine turn.
+// A long prompt arriving while a stream decodes does not make the stream wait for a prefill
+// chunk at every token: each engine turn decodes the stream's next token first, and a chunk
+// is prefilled only when the decode steps have earned its time (ServerOptions::prefill_share
+// of theirs), so the stream receives many tokens per chunk while the prompt prefills. With
+// prefill_share 0 (a 256-token chunk every turn, the schedule before) it receives one per
+// chunk; the test checks both, so it fails if the budget stops spacing the chunks out.
+// Counts, not times: one token per engine turn.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -61,8 +62,8 @@ TEST(PrefillBudget, StreamKeepsDecodingWhileALongPromptPrefills) {
   const int fixed = tokens_during_long_prefill(0);
   EXPECT_GE(fixed, chunks - 2);
   EXPECT_LE(fixed, chunks + 3) << "the fixed schedule decodes one token per 256-token chunk";
-  // A decode step of this model costs far less than 256 prompt tokens, so the budget is much
-  // smaller than the chunk: the stream gets a token every few dozen prompt tokens.
+  // A decode step of this model costs far less than a 256-token chunk, so the stream gets
+  // many tokens between two chunks.
   const int budgeted = tokens_during_long_prefill(1.0);
   EXPECT_GE(budgeted, 3 * chunks) << "with the token budget the stream should not wait for whole chunks";
 }
