@@ -1,16 +1,17 @@
 #!/usr/bin/env bash
 # Open-loop traffic against the server (docs/results.md "Server under Poisson traffic"): requests
 # arrive as a Poisson process, prompts drawn from a bounded Pareto distribution on 100..8,000
-# tokens (shape 0.5: median ~400, 5% above 4k), 64 greedy output tokens, a pool of 16 clients.
+# tokens (shape 0.5: median ~320, mean ~900, 23% above 1k, 5% above 4k), 64 greedy output tokens,
+# a pool of 16 clients.
 # magicpig serve with the token-budget turn (--prefill-share 1, the default) and with the fixed
 # 256-token chunk per turn (--prefill-share 0, the schedule before it), then llama-server when
 # built (scripts/build_peer.sh --server). Same seed, so every server gets the same arrivals.
-#   scripts/serve_traffic.sh [MODEL] [DURATION=300] [RATE=0.08]
+#   scripts/serve_traffic.sh [MODEL] [DURATION=240] [RATE=0.1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${MAGICPIG_CACHE:-$HOME/.cache/magicpig}"
 MODEL="${1:-$CACHE/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
-DURATION="${2:-300}" RATE="${3:-0.08}"
+DURATION="${2:-240}" RATE="${3:-0.1}"
 TEXT="${SERVE_TRAFFIC_TEXT:-examples/persuasion_7k.txt}"
 THREADS=2 NP=16 CTX=8192 PORT=18441
 BENCH=build/bin/serve-bench
@@ -18,7 +19,7 @@ LLAMA_SERVER="$CACHE/llama.cpp/build-server/bin/llama-server"
 [ -x "$BENCH" ] || { echo "build first (cmake --build build)"; exit 1; }
 export OMP_WAIT_POLICY=passive
 traffic=(--poisson "$RATE" --duration "$DURATION" --clients 16 -n 64 --prompt-min 100 --prompt-max 8000
-         --pareto-alpha 0.5 --chars-per-token 4.4 --seed 55 -f "$TEXT")
+         --pareto-alpha 0.5 --chars-per-token 4.17 --seed 55 -f "$TEXT")
 
 wait_up() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0; sleep 0.5; done; return 1; }
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }

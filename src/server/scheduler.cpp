@@ -285,13 +285,13 @@ void Scheduler::run() {
     if (opt_.prefill_share > 0) {
       // Every decoding sequence's next token first; then prompt tokens, as much as the turn's
       // share of prefill time allows (prefill_allowed).
+      // A prompt refused this turn waits behind a decode step, so the loop stays busy; with no
+      // prompt and no stream it waits for work below.
       worked = decode_step(slots);
       if (prefill_allowed(slots)) {
         const auto t0 = Clock::now();
         worked = prefill(slots, std::max(opt_.prefill_chunk, 1)) || worked;
         prefill_credit_s_ -= std::chrono::duration<double>(Clock::now() - t0).count();
-      } else {
-        worked = true;  // a prompt waits for its turn; the streams keep the loop busy
       }
     } else {
       worked = prefill(slots, std::max(opt_.prefill_chunk, 1));
