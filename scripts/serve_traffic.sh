@@ -6,6 +6,8 @@
 # magicpig serve with the token-budget turn (--prefill-share 1, the default) and with the fixed
 # 256-token chunk per turn (--prefill-share 0, the schedule before it), then llama-server when
 # built (scripts/build_peer.sh --server). Same seed, so every server gets the same arrivals.
+# Then saturation, for throughput: 16 clients sending back to back for SATURATE seconds (default
+# 120), ~1k-token prompts, 64 output tokens. SERVE_TRAFFIC_PARTS=poisson|saturate runs one part.
 #   scripts/serve_traffic.sh [MODEL] [DURATION=240] [RATE=0.1]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,6 +23,9 @@ export OMP_WAIT_POLICY=passive
 traffic=(--poisson "$RATE" --duration "$DURATION" --clients 16 -n 64 --prompt-min 100 --prompt-max 8000
          --pareto-alpha 0.5 --chars-per-token 4.17 --seed 55 -f "$TEXT")
 
+PARTS="${SERVE_TRAFFIC_PARTS:-all}"
+saturate=(--clients 16 -n 64 --prompt-chars 4200 --duration "${SATURATE:-120}" -f "$TEXT")
+
 wait_up() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0; sleep 0.5; done; return 1; }
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
@@ -30,7 +35,8 @@ for share in 1 0; do
     2>/tmp/serve_traffic_mp.log &
   pid=$!
   wait_up || { cat /tmp/serve_traffic_mp.log; exit 1; }
-  $BENCH --port $PORT "${traffic[@]}" --label "magicpig serve --prefill-share $share"
+  [ "$PARTS" = saturate ] || $BENCH --port $PORT "${traffic[@]}" --label "magicpig serve --prefill-share $share"
+  [ "$PARTS" = poisson ] || $BENCH --port $PORT "${saturate[@]}" --label "magicpig serve --prefill-share $share"
   stop $pid
   PORT=$((PORT + 1))
 done
@@ -39,7 +45,8 @@ if [ -x "$LLAMA_SERVER" ]; then
     -np $NP -c $((CTX * NP)) -fa on --no-warmup >/tmp/serve_traffic_llama.log 2>&1 &
   pid=$!
   wait_up || { tail -20 /tmp/serve_traffic_llama.log; stop $pid; exit 1; }
-  $BENCH --port $PORT "${traffic[@]}" --label "llama-server -fa on"
+  [ "$PARTS" = saturate ] || $BENCH --port $PORT "${traffic[@]}" --label "llama-server -fa on"
+  [ "$PARTS" = poisson ] || $BENCH --port $PORT "${saturate[@]}" --label "llama-server -fa on"
   stop $pid
 else
   echo "(no llama-server at $LLAMA_SERVER: scripts/build_peer.sh --server builds it)"
