@@ -6,7 +6,9 @@
 // connection's address pair is unique among this process's sockets, so the watch finds the
 // connection's descriptor by that pair and then peeks at it. The descriptor stays the
 // connection's for as long as the handler (and a streamed response's content provider) runs:
-// httplib closes it only after both have returned.
+// httplib closes it only after both have returned. Finding it costs one scan of /proc/self/fd
+// per request (a few system calls per open descriptor), each check one poll() and at most one
+// recv(MSG_PEEK).
 #pragma once
 #include <string>
 
