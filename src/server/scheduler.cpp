@@ -65,7 +65,7 @@ struct Scheduler::Slot {
 
 Scheduler::Scheduler(const Model& model, const ServerOptions& opt, Metrics& metrics)
     : model_(model), opt_(opt), metrics_(metrics), budget_(std::make_shared<MemoryBudget>(opt.memory_limit)),
-      prefix_cache_(opt.prefix_cache_bytes) {
+      prefix_cache_(opt.prefix_cache_bytes), prefill_gate_(opt.prefill_share) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -181,26 +181,6 @@ void Scheduler::finish(Slot& s, const std::string& reason) {
   s.done = true;
 }
 
-bool Scheduler::prefill_allowed(const std::vector<std::unique_ptr<Slot>>& slots) {
-  const bool waiting = std::any_of(slots.begin(), slots.end(), [](const auto& s) { return !s->decoding && !s->done; });
-  if (!waiting) {
-    prefill_credit_s_ = 0;  // no credit saved up while no prompt waits: no burst later
-    return false;
-  }
-  // Nothing decoded this turn: nobody waits for the prefill, so it runs at full speed.
-  if (last_step_s_ <= 0) {
-    prefill_credit_s_ = 0;
-    return true;
-  }
-  // A token bucket of prefill time: each decode step earns prefill_share of its own time, a
-  // piece (up to prefill_chunk tokens, whole chunks keep the prefill efficient) spends what it
-  // took. A piece may overdraw; the turns after it repay, so over any stretch prefill takes at
-  // most share / (1 + share) of the engine's time and a stream's time per token stays near
-  // (1 + share) x its decode step, while no single gap exceeds one piece.
-  prefill_credit_s_ = std::min(prefill_credit_s_ + opt_.prefill_share * last_step_s_, opt_.prefill_share * last_step_s_);
-  return prefill_credit_s_ > 0;
-}
-
 bool Scheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budget) {
   bool worked = false;
   for (auto& sp : slots) {
@@ -283,15 +263,17 @@ void Scheduler::run() {
       if (!s->done && s->h->cancelled()) s->done = true;  // the client went away: free it now
     bool worked;
     if (opt_.prefill_share > 0) {
-      // Every decoding sequence's next token first; then prompt tokens, as much as the turn's
-      // share of prefill time allows (prefill_allowed).
+      // Every decoding sequence's next token first; then a chunk of prompt tokens when the
+      // prefill-time credit the decode steps earned allows it (prefill_gate.h).
       // A prompt refused this turn waits behind a decode step, so the loop stays busy; with no
       // prompt and no stream it waits for work below.
       worked = decode_step(slots);
-      if (prefill_allowed(slots)) {
+      const bool waiting =
+          std::any_of(slots.begin(), slots.end(), [](const auto& s) { return !s->decoding && !s->done; });
+      if (prefill_gate_.allow(waiting, last_step_s_)) {
         const auto t0 = Clock::now();
         worked = prefill(slots, std::max(opt_.prefill_chunk, 1)) || worked;
-        prefill_credit_s_ -= std::chrono::duration<double>(Clock::now() - t0).count();
+        prefill_gate_.spent(std::chrono::duration<double>(Clock::now() - t0).count());
       }
     } else {
       worked = prefill(slots, std::max(opt_.prefill_chunk, 1));

@@ -19,6 +19,7 @@
 #include "engine/memory_budget.h"
 #include "server/engine.h"
 #include "server/metrics.h"
+#include "server/prefill_gate.h"
 #include "server/prefix_cache.h"
 #include "server/request.h"
 #include "server/request_handle.h"
@@ -46,9 +47,6 @@ class Scheduler final : public Engine {
   struct Slot;
   void run();
   void admit(std::vector<std::unique_ptr<Slot>>& slots);
-  // Whether this turn prefills (prefill_share > 0): always when no sequence decoded this turn,
-  // else when the prefill-time credit the decode steps earned is positive.
-  bool prefill_allowed(const std::vector<std::unique_ptr<Slot>>& slots);
   // Prefills up to `budget` prompt tokens, oldest request first (several prompts when they
   // fit); a prompt that completes samples its first token. True if any prompt was pending.
   bool prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budget);
@@ -67,9 +65,10 @@ class Scheduler final : public Engine {
   std::deque<std::pair<GenerationRequest, std::shared_ptr<RequestHandle>>> queue_;
   bool stopping_ = false;
   std::atomic<int64_t> queue_depth_{0}, active_{0};
-  // Engine thread only: this turn's decode step time (0: nothing decoded) and the prefill-time
-  // credit in seconds (prefill_allowed).
-  double last_step_s_ = 0, prefill_credit_s_ = 0;
+  // Engine thread only: this turn's decode step time (0: nothing decoded), and the gate it
+  // feeds (prefill_share > 0).
+  double last_step_s_ = 0;
+  PrefillGate prefill_gate_;
   std::thread thread_;
 };
 
