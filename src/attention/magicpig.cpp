@@ -133,12 +133,7 @@ void MagicPigAttention::insert_generated(LayerState& st, const KvView& kv, int n
   st.hashed_end = target;
 }
 
-void MagicPigAttention::check_attend(int layer, const KvView& kv) const {
-  const LayerState& st = layers_[layer];
-  check(st.prefilled, "magicpig: attend on layer " + std::to_string(layer) + " before prefill_done");
-  check(kv.n_prompt == st.n_prompt, "magicpig: KV view's prompt length changed since prefill_done");
-  check(kv.n_tokens >= st.hashed_end, "magicpig: KV view is shorter than the hashed positions");
-}
+void MagicPigAttention::check_attend(int layer, const KvView& kv) const { layers_[layer].check_view(layer, kv); }
 
 void MagicPigAttention::attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                                       int64_t* keys_read) {

@@ -108,11 +108,7 @@ void MagicPigRanked::insert_generated(LayerState& st, const KvView& kv, int n_th
 }
 
 void MagicPigRanked::check_attend(int layer, const KvView& kv) const {
-  if (is_dense(layer)) return;
-  const LayerState& st = layers_[layer];
-  check(st.prefilled, "magicpig: attend on layer " + std::to_string(layer) + " before prefill_done");
-  check(kv.n_prompt == st.n_prompt, "magicpig: KV view's prompt length changed since prefill_done");
-  check(kv.n_tokens >= st.hashed_end, "magicpig: KV view is shorter than the hashed positions");
+  if (!is_dense(layer)) layers_[layer].check_view(layer, kv);
 }
 
 void MagicPigRanked::draw(const LayerState& st, const HeadState& hs, const uint16_t* dist, uint64_t rng_key,
@@ -192,7 +188,8 @@ void MagicPigRanked::attend_group(int layer, const LayerState& st, const KvView&
   lsh::rank_codes_of_rows(*proj_, q, G, d, s.qcodes.data(), s.hash, isa_);
   s.dist.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
   lsh::hamming_distances(hs.codes, s.qcodes.data(), G, s.dist.data(), n, isa_);
-  std::vector<float> acc_sampled(d);
+  s.acc_sampled.resize(static_cast<size_t>(d));
+  float* acc_sampled = s.acc_sampled.data();
   for (int g = 0; g < G; ++g) {
     const int hq = kvh * G + g;
     const uint64_t key = cfg_.lsh_seed ^ (static_cast<uint64_t>(layer) << 48) ^ (static_cast<uint64_t>(hq) << 32) ^
@@ -218,9 +215,9 @@ void MagicPigRanked::attend_group(int layer, const LayerState& st, const KvView&
     ps.m = blk::max_of(s.s.data(), static_cast<int>(m));
     ps.l = blk::exp_shift_sum(s.s.data(), static_cast<int>(m), ps.m, isa_);
     walk.base = kv.value(kvh, 0);
-    std::fill(acc_sampled.begin(), acc_sampled.end(), 0.0f);
-    sampled::accumulate_walk(kv.dtype, walk, s.s.data(), d, acc_sampled.data(), isa_);
-    merge_partial_softmax(s.st[g], s.acc.data() + static_cast<size_t>(g) * d, ps, acc_sampled.data(), d);
+    std::fill(acc_sampled, acc_sampled + d, 0.0f);
+    sampled::accumulate_walk(kv.dtype, walk, s.s.data(), d, acc_sampled, isa_);
+    merge_partial_softmax(s.st[g], s.acc.data() + static_cast<size_t>(g) * d, ps, acc_sampled, d);
   }
   for (int g = 0; g < G; ++g) {
     finish_partial_softmax(s.st[g], s.acc.data() + static_cast<size_t>(g) * d, out + static_cast<size_t>(g) * d, d);

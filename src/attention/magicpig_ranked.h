@@ -69,6 +69,7 @@ class MagicPigRanked : public LayeredPolicy {
     std::vector<uint16_t> bins;        // one head's estimate bins
     std::vector<uint32_t> top;         // its top set (code indices)
     std::vector<float> s, acc;         // its drawn keys' logits; the group's accumulators [G][d]
+    std::vector<float> acc_sampled;    // one head's drawn part [d], merged into acc
     std::vector<uint32_t> pos;         // its drawn positions
     std::vector<float> logw;           // and their log-weights
     std::vector<uint32_t> hist;

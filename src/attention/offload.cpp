@@ -1,8 +1,17 @@
 #include "attention/offload.h"
 
+#include <string>
+
+#include "common/error.h"
 #include "kernels/kernels.h"
 
 namespace mp::attn {
+
+void OffloadSpan::check_view(int layer, const KvView& kv) const {
+  check(prefilled, "magicpig: attend on layer " + std::to_string(layer) + " before prefill_done");
+  check(kv.n_prompt == n_prompt, "magicpig: KV view's prompt length changed since prefill_done");
+  check(kv.n_tokens >= hashed_end, "magicpig: KV view is shorter than the hashed positions");
+}
 
 std::vector<std::vector<float>> centring_means(const KvView& kv, int64_t begin, int64_t end,
                                                const SequenceAttention::SumReducer& reduce) {

@@ -17,6 +17,9 @@ struct OffloadSpan {
   int64_t off_begin = 0, off_end = 0;
   int64_t hashed_end = 0;
   bool sampled() const { return off_end > off_begin; }
+  // Throws mp::Error unless prefill_done came first and kv is the view it was built from, grown
+  // at least to the hashed positions.
+  void check_view(int layer, const KvView& kv) const;
 };
 
 // Per KV head, the mean of its keys at positions [begin, end): [n_kv_head][head_dim]. Sums are
