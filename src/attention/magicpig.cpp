@@ -344,12 +344,12 @@ size_t MagicPigAttention::aux_bytes() const {
 }
 
 std::unique_ptr<SequenceAttention> make_magicpig_attention(const Config& cfg, const HeadShape& shape) {
-  if (cfg.rank_bits > 0) return make_magicpig_ranked_attention(cfg, shape);
+  if (ranked_sampler(cfg)) return make_magicpig_ranked_attention(cfg, shape);
   return std::make_unique<MagicPigAttention>(cfg, shape);
 }
 
 size_t magicpig_aux_bytes(const Config& cfg, const AuxDims& a) {
-  if (cfg.rank_bits > 0) return magicpig_ranked_aux_bytes(cfg, a);
+  if (ranked_sampler(cfg)) return magicpig_ranked_aux_bytes(cfg, a);
   if (a.sparse_heads == 0) return 0;
   const size_t n = a.n, d = a.d;
   const size_t L = static_cast<size_t>(cfg.lsh_l), buckets = (size_t{1} << cfg.lsh_k) + 1;

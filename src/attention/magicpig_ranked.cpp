@@ -1,7 +1,7 @@
-// Ranked MagicPIG (magicpig_ranked.h): centred keys hashed to B-bit codes at prefill and as
-// generated tokens leave the local window; at decode every code is scanned, the top set and a
-// systematic tail are drawn per query head, and their K and V rows are walked as MagicPIG's
-// candidates are.
+// Ranked MagicPIG (magicpig_ranked.h): centred keys coded (SimHash or quantised) at prefill and
+// as generated tokens leave the local window; at decode every code is scanned, the top set and
+// an importance-sampled tail are drawn per query head, and their K and V rows are walked as
+// MagicPIG's candidates are.
 #include "attention/magicpig_ranked.h"
 
 #include <omp.h>
@@ -26,6 +26,37 @@ namespace mp::attn {
 namespace {
 constexpr int64_t kHashBlockRows = 64;
 constexpr int kBins = 2048;  // histogram of estimated logits that picks the top set in O(n)
+// The tail samples the others in proportion to (1 - u) * softmax(temper * estimated logit) +
+// u * uniform. The uniform share bounds every draw's weight by 1 / (u * p_uniform); both were
+// chosen on the KJV calibration text (docs/quality.md), never on a reported corpus.
+constexpr double kTailTemper = 1.0;
+constexpr double kTailUniform = 0.2;
+
+float l2_norm(const float* x, int d) {
+  double ss = 0;
+  for (int i = 0; i < d; ++i) ss += static_cast<double>(x[i]) * x[i];
+  return static_cast<float>(std::sqrt(ss));
+}
+
+// RMS of each dimension of KV head h's keys at [begin, end) minus `mean` (floored so that no
+// dimension divides by 0). Only a scale of the quantisation: a shard under context parallelism
+// may use its own, since the query is scaled by the same shard's spread.
+std::vector<float> centred_spread(const KvView& kv, int h, const std::vector<float>& mean, int64_t begin,
+                                  int64_t end) {
+  const int d = static_cast<int>(mean.size());
+  std::vector<double> ss(d, 0.0);
+  std::vector<float> x(d);
+  for (int64_t p = begin; p < end; ++p) {
+    kernels::kv_to_f32(kv.dtype, kv.key(h, p), x.data(), d);
+    for (int i = 0; i < d; ++i) ss[i] += static_cast<double>(x[i] - mean[i]) * (x[i] - mean[i]);
+  }
+  std::vector<float> spread(d);
+  double top = 0;
+  for (int i = 0; i < d; ++i) top = std::max(top, ss[i]);
+  const double floor = std::max(top * 1e-12, 1e-30);
+  for (int i = 0; i < d; ++i) spread[i] = static_cast<float>(std::sqrt(std::max(ss[i], floor) / std::max<int64_t>(1, end - begin)));
+  return spread;
+}
 
 Config as_magicpig(Config cfg) {
   cfg.name = "magicpig";
@@ -34,28 +65,39 @@ Config as_magicpig(Config cfg) {
 }  // namespace
 
 MagicPigRanked::MagicPigRanked(const Config& cfg, const HeadShape& shape) : LayeredPolicy(as_magicpig(cfg), shape) {
-  check(cfg.rank_bits > 0 && cfg.rank_bits % 64 == 0, "magicpig: ranked sampling needs rank_bits a multiple of 64");
+  check(ranked_sampler(cfg) && cfg.rank_bits % 64 == 0,
+        "magicpig: ranked sampling needs rank_bits a multiple of 64 or rank_key_bits 4 or 8");
   isa_ = selected_isa();
+  if (cfg.rank_key_bits > 0) {
+    check(cfg.rank_key_bits == 4 || cfg.rank_key_bits == 8, "magicpig: rank_key_bits must be 4 or 8");
+    key_code_type_ = cfg.rank_key_bits == 4 ? DType::Q4_0 : DType::Q8_0;
+    check(shape.head_dim % dtype_block_size(key_code_type_) == 0,
+          "magicpig: ranking by quantised keys needs head_dim a multiple of " +
+              std::to_string(dtype_block_size(key_code_type_)) + ", got " + std::to_string(shape.head_dim));
+    key_row_bytes_ = dtype_row_bytes(key_code_type_, shape.head_dim);
+  }
   // Its own seed stream: the ranking projection is not the tables' projection.
-  proj_ = std::make_shared<const lsh::Projection>(
-      lsh::make_rank_projection(shape.head_dim, cfg.rank_bits / 64, cfg.lsh_seed ^ 0x52414e4b45440000ull));
-  const int B = cfg.rank_bits;
+  proj_ = std::make_shared<const lsh::Projection>(lsh::make_rank_projection(
+      shape.head_dim, std::max(1, cfg.rank_bits / 64), cfg.lsh_seed ^ 0x52414e4b45440000ull));
+  const int B = std::max(64, cfg.rank_bits);
   cos_of_distance_.resize(static_cast<size_t>(B) + 1);
   for (int d = 0; d <= B; ++d)
     cos_of_distance_[d] = static_cast<float>(std::cos(std::numbers::pi * static_cast<double>(d) / B));
   layers_.resize(shape.n_layer);
   recorded_pos_.resize(shape.n_head);
   recorded_logw_.resize(shape.n_head);
+  recorded_prob_.resize(shape.n_head);
 }
 
-// Centres keys [begin, end) of KV head h, stores |k - mean| and appends their codes, in
-// position order.
+// Centres keys [begin, end) of KV head h, stores |k - mean| and appends their codes (SimHash, or
+// the quantised key scaled by 1 / spread), in position order.
 void MagicPigRanked::hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end) {
   HeadState& hs = st.heads[h];
   const int d = shape_.head_dim, W = cfg_.rank_bits / 64;
   std::vector<float> x(static_cast<size_t>(kHashBlockRows) * d);
   std::vector<uint64_t> codes(static_cast<size_t>(kHashBlockRows) * W);
   std::vector<uint16_t> scratch;
+  std::vector<float> scaled(static_cast<size_t>(d));
   for (int64_t r0 = begin; r0 < end; r0 += kHashBlockRows) {
     const int64_t n = std::min(kHashBlockRows, end - r0);
     for (int64_t r = 0; r < n; ++r) {
@@ -69,6 +111,15 @@ void MagicPigRanked::hash_keys(LayerState& st, const KvView& kv, int h, int64_t 
       const float norm = static_cast<float>(std::sqrt(ss));
       hs.key_norm.push_back(norm);
       hs.max_norm = std::max(hs.max_norm, norm);
+    }
+    if (key_row_bytes_ > 0) {
+      const size_t at = hs.qkeys.size();
+      hs.qkeys.resize(at + static_cast<size_t>(n) * key_row_bytes_);
+      for (int64_t r = 0; r < n; ++r) {
+        for (int i = 0; i < d; ++i) scaled[i] = x[r * d + i] / hs.spread[i];
+        kernels::quantize_row(key_code_type_, scaled.data(), hs.qkeys.data() + at + r * key_row_bytes_, d);
+      }
+      continue;
     }
     lsh::rank_codes_of_rows(*proj_, x.data(), n, d, codes.data(), scratch, isa_);
     for (int64_t r = 0; r < n; ++r) hs.codes.append(codes.data() + r * W);
@@ -91,6 +142,10 @@ void MagicPigRanked::prefill_sparse(int layer, const KvView& kv, int n_threads) 
     hs.codes = lsh::RankCodes(cfg_.rank_bits / 64);
     hs.mean = means.empty() ? std::vector<float>(d, 0.0f) : means[h];
   }
+  if (st.sampled() && key_row_bytes_ > 0) {
+#pragma omp parallel for num_threads(std::clamp(n_threads, 1, nkv)) schedule(static)
+    for (int h = 0; h < nkv; ++h) st.heads[h].spread = centred_spread(kv, h, st.heads[h].mean, st.off_begin, st.off_end);
+  }
   if (st.sampled()) {
 #pragma omp parallel for num_threads(std::clamp(n_threads, 1, nkv)) schedule(static)
     for (int h = 0; h < nkv; ++h) hash_keys(st, kv, h, st.off_begin, st.off_end);
@@ -111,20 +166,39 @@ void MagicPigRanked::check_attend(int layer, const KvView& kv) const {
   if (!is_dense(layer)) layers_[layer].check_view(layer, kv);
 }
 
-void MagicPigRanked::draw(const LayerState& st, const HeadState& hs, const uint16_t* dist, uint64_t rng_key,
+void MagicPigRanked::bin_estimates(const HeadState& hs, int g, float q_norm, Scratch& s) const {
+  const int64_t n = hs.size();
+  s.bins.resize(static_cast<size_t>(n));
+  // Bins of the estimated centred logits (up to |q| / sqrt(d), the same for every key) over
+  // [0, max |k - mean|]: the top set lies above 0 unless the budget is most of the keys, and
+  // then bin 0 takes the rest in position order.
+  const float to_bin = hs.max_norm > 0 ? static_cast<float>(kBins) / hs.max_norm : 0.0f;
+  if (key_row_bytes_ == 0) {
+    lsh::estimate_bins(s.dist.data() + static_cast<size_t>(g) * n, hs.key_norm.data(), n, cos_of_distance_.data(),
+                       to_bin, kBins - 1, s.bins.data(), isa_);
+    return;
+  }
+  // The quantised dot products are q . (k - mean); divided by |q| they are |k - mean| cos.
+  const float* est = s.est.data() + static_cast<size_t>(g) * n;
+  const float f = q_norm > 0 ? to_bin / q_norm : 0.0f, hi = static_cast<float>(kBins - 1);
+  for (int64_t i = 0; i < n; ++i) {
+    float b = est[i] * f;
+    b = b > 0.0f ? b : 0.0f;  // also NaN -> 0
+    b = b < hi ? b : hi;
+    s.bins[i] = static_cast<uint16_t>(static_cast<int>(b));
+  }
+}
+
+void MagicPigRanked::draw(const LayerState& st, const HeadState& hs, float q_scaled, uint64_t rng_key,
                           Scratch& s) const {
-  const int64_t n = hs.codes.size();
+  const int64_t n = hs.size();
   s.pos.clear();
   s.logw.clear();
   if (n == 0) return;
   const int64_t top = std::min(n, budget_keys(cfg_.budget, st.n_prompt));
-  // Bins of the estimated centred logits (up to |q| / sqrt(d), the same for every key) over
-  // [0, max |k - mean|]: the top set lies above 0 unless the budget is most of the keys, and
-  // then bin 0 takes the rest in position order. Two interleaved histograms: runs of keys in
-  // the same bin would otherwise wait on each other's increments.
-  s.bins.resize(static_cast<size_t>(n));
+  // Two interleaved histograms: runs of keys in the same bin would otherwise wait on each
+  // other's increments.
   const float to_bin = hs.max_norm > 0 ? static_cast<float>(kBins) / hs.max_norm : 0.0f;
-  lsh::estimate_bins(dist, hs.key_norm.data(), n, cos_of_distance_.data(), to_bin, kBins - 1, s.bins.data(), isa_);
   s.hist.assign(2 * kBins, 0u);
   uint32_t* h0 = s.hist.data();
   uint32_t* h1 = h0 + kBins;
@@ -143,15 +217,12 @@ void MagicPigRanked::draw(const LayerState& st, const HeadState& hs, const uint1
     if (b == cut && from_cut-- <= 0) continue;
     s.top.push_back(static_cast<uint32_t>(j));
   }
-  // The tail: `tail` of the `rest` others, the ones at ranks floor(offset + j * step) among them
-  // with offset uniform in [0, step): each is drawn with probability exactly 1 / step. The
-  // others' rank r is key index r + (top keys before it).
+  // The tail: `tail` draws from the `rest` others by systematic sampling along their cumulative
+  // weights w (summing to 1): arrows at offset + j / tail, offset uniform in [0, 1 / tail), so
+  // each arrow lands on key i with probability w_i, and a key hit c times is weighted
+  // c / (tail * w_i): the tail's sums stay unbiased (Hansen-Hurwitz) for any w > 0.
   const int64_t rest = n - top;
   const int64_t tail = std::min(rest, cfg_.tail > 0 ? budget_keys(cfg_.tail, st.n_prompt) : 0);
-  const double step = tail > 0 ? static_cast<double>(rest) / static_cast<double>(tail) : 0.0;
-  const float tail_logw = tail > 0 ? static_cast<float>(std::log(step)) : 0.0f;
-  uint64_t x = rng_key;
-  const double offset = static_cast<double>(splitmix64(x) >> 11) * 0x1.0p-53 * step;
   size_t t = 0;  // top keys passed
   auto emit_top_until = [&](int64_t key) {
     for (; t < s.top.size() && s.top[t] < key; ++t) {
@@ -159,16 +230,56 @@ void MagicPigRanked::draw(const LayerState& st, const HeadState& hs, const uint1
       s.logw.push_back(0.0f);
     }
   };
-  size_t before = 0;  // top keys with index <= the candidate key
-  for (int64_t j = 0; j < tail; ++j) {
-    const int64_t r = static_cast<int64_t>(offset + static_cast<double>(j) * step);
-    while (before < s.top.size() && s.top[before] <= r + static_cast<int64_t>(before)) ++before;
-    const int64_t key = r + static_cast<int64_t>(before);
-    emit_top_until(key);
-    s.pos.push_back(static_cast<uint32_t>(st.position(key)));
-    s.logw.push_back(tail_logw);
+  if (tail > 0) {
+    // The others' count in each bin, and one key's weight there: the estimated logit of bin b,
+    // relative to the highest bin with others, is q_scaled * (b - b_max) / to_bin.
+    for (int b = 0; b < kBins; ++b) h0[b] += h1[b];
+    for (uint32_t j : s.top) --h0[s.bins[j]];
+    int b_max = kBins - 1;
+    while (b_max > 0 && h0[b_max] == 0) --b_max;
+    const double per_bin = to_bin > 0 ? kTailTemper * static_cast<double>(q_scaled) / to_bin : 0.0;
+    s.bin_w.assign(kBins, 0.0);
+    double z = 0;
+    for (int b = 0; b <= b_max; ++b)
+      if (h0[b] > 0) z += h0[b] * (s.bin_w[b] = std::exp(per_bin * (b - b_max)));
+    const double uniform = kTailUniform / static_cast<double>(rest);
+    for (int b = 0; b <= b_max; ++b) s.bin_w[b] = (1.0 - kTailUniform) * s.bin_w[b] / z + uniform;
+    const double step = 1.0 / static_cast<double>(tail);
+    if (record_) {
+      s.prob.resize(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) s.prob[j] = static_cast<float>(std::min(1.0, s.bin_w[s.bins[j]] / step));
+    }
+    uint64_t x = rng_key;
+    double arrow = static_cast<double>(splitmix64(x) >> 11) * 0x1.0p-53 * step;
+    double cum = 0;
+    int64_t drawn = 0;
+    size_t next_top = 0;
+    for (int64_t j = 0; j < n && drawn < tail; ++j) {
+      if (next_top < s.top.size() && s.top[next_top] == j) {
+        ++next_top;
+        continue;
+      }
+      const double w = s.bin_w[s.bins[j]];
+      cum += w;
+      int hits = 0;
+      while (arrow < cum && drawn < tail) ++hits, ++drawn, arrow += step;
+      if (hits == 0) continue;
+      emit_top_until(j);
+      s.pos.push_back(static_cast<uint32_t>(st.position(j)));
+      s.logw.push_back(static_cast<float>(std::log(hits * step / w)));
+    }
   }
   emit_top_until(n);
+  if (record_) {
+    if (tail == 0) s.prob.assign(static_cast<size_t>(n), 0.0f);
+    for (uint32_t j : s.top) s.prob[j] = 1.0f;
+  }
+}
+
+double MagicPigRanked::draw_probability(int layer, int head, int64_t pos) const {
+  check(record_ && layer == recorded_layer_, "magicpig: draw_probability needs the recorded step's layer");
+  const int64_t i = layers_[layer].code_index(pos);
+  return i >= 0 && i < static_cast<int64_t>(recorded_prob_[head].size()) ? recorded_prob_[head][i] : 0.0;
 }
 
 void MagicPigRanked::attend_group(int layer, const LayerState& st, const KvView& kv, int kvh, const float* q,
@@ -176,34 +287,46 @@ void MagicPigRanked::attend_group(int layer, const LayerState& st, const KvView&
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, W = cfg_.rank_bits / 64;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const HeadState& hs = st.heads[kvh];
-  const int64_t n = hs.codes.size();
+  const int64_t n = hs.size();
   // Exact part of all G heads in one pass per range.
   s.st.assign(G, PartialSoftmax{});
   s.acc.assign(static_cast<size_t>(G) * d, 0.0f);
   const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
   for (const auto& r : ranges)
     if (r[1] > r[0]) attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st.data(), s.acc.data(), s.rows, isa_);
-  // Every code against the G queries' codes, read once for the group.
-  s.qcodes.resize(static_cast<size_t>(G) * W);
-  lsh::rank_codes_of_rows(*proj_, q, G, d, s.qcodes.data(), s.hash, isa_);
-  s.dist.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
-  lsh::hamming_distances(hs.codes, s.qcodes.data(), G, s.dist.data(), n, isa_);
+  // Every code against the G queries, read once for the group.
+  if (key_row_bytes_ > 0) {
+    s.qs.resize(static_cast<size_t>(G) * d);
+    for (int g = 0; g < G; ++g)
+      for (int i = 0; i < d; ++i) s.qs[g * d + i] = q[g * d + i] * hs.spread[i];
+    s.est.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
+    if (n > 0) kernels::matmul(key_code_type_, hs.qkeys.data(), n, d, s.qs.data(), G, s.est.data(), 1, isa_);
+  } else {
+    s.qcodes.resize(static_cast<size_t>(G) * W);
+    lsh::rank_codes_of_rows(*proj_, q, G, d, s.qcodes.data(), s.hash, isa_);
+    s.dist.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
+    lsh::hamming_distances(hs.codes, s.qcodes.data(), G, s.dist.data(), n, isa_);
+  }
   s.acc_sampled.resize(static_cast<size_t>(d));
   float* acc_sampled = s.acc_sampled.data();
   for (int g = 0; g < G; ++g) {
     const int hq = kvh * G + g;
     const uint64_t key = cfg_.lsh_seed ^ (static_cast<uint64_t>(layer) << 48) ^ (static_cast<uint64_t>(hq) << 32) ^
                          static_cast<uint64_t>(kv.n_tokens);
-    draw(st, hs, s.dist.data() + static_cast<size_t>(g) * n, key, s);
+    const float* qg = q + static_cast<size_t>(g) * d;
+    const float q_norm = l2_norm(qg, d);
+    bin_estimates(hs, g, q_norm, s);
+    draw(st, hs, scale * q_norm, key, s);
     const int64_t m = static_cast<int64_t>(s.pos.size());
     if (record_) {
       recorded_pos_[hq] = s.pos;
       recorded_logw_[hq] = s.logw;
+      recorded_prob_[hq] = s.prob;
+      recorded_layer_ = layer;
     }
     // Cost counts prompt keys only; drawn generated tokens are not part of it.
     keys_read[g] = std::lower_bound(s.pos.begin(), s.pos.end(), static_cast<uint32_t>(st.n_prompt)) - s.pos.begin();
     if (m == 0) continue;
-    const float* qg = q + static_cast<size_t>(g) * d;
     sampled::Walk walk;
     walk.pos = s.pos.data();
     walk.n = m;
@@ -262,7 +385,8 @@ size_t MagicPigRanked::aux_bytes() const {
   size_t b = 0;
   for (const LayerState& st : layers_)
     for (const HeadState& hs : st.heads)
-      b += hs.codes.bytes() + (hs.mean.capacity() + hs.key_norm.capacity()) * sizeof(float);
+      b += hs.codes.bytes() + hs.qkeys.capacity() +
+           (hs.mean.capacity() + hs.key_norm.capacity() + hs.spread.capacity()) * sizeof(float);
   return b;
 }
 
@@ -274,11 +398,17 @@ size_t magicpig_ranked_aux_bytes(const Config& cfg, const AuxDims& a) {
   if (a.sparse_heads == 0) return 0;
   const size_t n = a.n, d = a.d, words = static_cast<size_t>(cfg.rank_bits) / 64;
   const size_t blocks = (n + lsh::RankCodes::kBlock - 1) / lsh::RankCodes::kBlock + 1;
-  // Codes, key norms (vectors grow by up to 2x while decoding) and the centring mean.
-  const size_t per_head = 2 * (blocks * lsh::RankCodes::kBlock * words * sizeof(uint64_t) + n * sizeof(float)) +
-                          d * sizeof(float);
-  // Distances of a group, bins, top set, drawn positions and weights, logits, histograms.
-  const size_t per_thread = n * (a.group * sizeof(uint16_t) + sizeof(uint16_t) + 4 * sizeof(float)) + 2 * kBins * sizeof(uint32_t);
+  const size_t code_bytes =
+      cfg.rank_key_bits > 0
+          ? n * dtype_row_bytes(cfg.rank_key_bits == 4 ? DType::Q4_0 : DType::Q8_0, static_cast<int64_t>(d))
+          : blocks * lsh::RankCodes::kBlock * words * sizeof(uint64_t);
+  // Codes, key norms (vectors grow by up to 2x while decoding), the centring mean and spread.
+  const size_t per_head = 2 * (code_bytes + n * sizeof(float)) + 2 * d * sizeof(float);
+  // Distances or estimates of a group, bins, top set, drawn positions and weights, logits,
+  // histograms and bin weights.
+  const size_t per_scan = cfg.rank_key_bits > 0 ? sizeof(float) : sizeof(uint16_t);
+  const size_t per_thread = n * (a.group * per_scan + sizeof(uint16_t) + 4 * sizeof(float)) +
+                            2 * kBins * sizeof(uint32_t) + kBins * sizeof(double);
   return a.sparse_heads * per_head + a.threads * per_thread;
 }
 

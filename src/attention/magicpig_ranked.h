@@ -1,15 +1,19 @@
-// MagicPIG with ranked collisions (Config::rank_bits > 0): the sampler that replaces the
-// ">= threshold collisions in L tables" rule. Each offloaded key is centred and hashed to one
-// B-bit SimHash code; a query ranks every key by its estimated centred logit
-// |k - mean| * cos(pi * hamming / B), keeps the top ceil(budget * n_prompt) keys exactly (picked
-// by a histogram of the estimates: ties at the cut go in position order) and adds
-// a uniform systematic sample of ceil(tail * n_prompt) of the others, each weighted by
-// (others / sampled) (vAttention's deterministic top set plus a sampled tail). The softmax over
-// top set and weighted tail, merged with the exact part (sinks, local window, recent generated
-// tokens), estimates exact attention: the tail's sums are unbiased, so the estimate's bias is
+// MagicPIG with ranked keys (Config::rank_bits > 0 or rank_key_bits > 0): the sampler that
+// replaces the ">= threshold collisions in L tables" rule. Each offloaded key is centred and
+// stored in a small ranking code: a B-bit SimHash code (rank_bits), or the key quantised to 4 or
+// 8 bits a dimension (rank_key_bits: Q4_0 / Q8_0 blocks after scaling every dimension to unit
+// spread, the query scaled inversely, so q . k is unchanged). A query estimates every key's
+// centred logit from its code (|k - mean| * cos(pi * hamming / B), or the quantised dot
+// product), keeps the top ceil(budget * n_prompt) keys exactly (picked by a histogram of the
+// estimates: ties at the cut go in position order) and draws ceil(tail * n_prompt) more from the
+// others by systematic sampling in proportion to their estimated softmax weights mixed with a
+// uniform share, each draw weighted by 1 / (draws * probability) (vAttention's deterministic
+// top set plus MagicPIG's importance-sampled rest). The softmax over top set and weighted tail,
+// merged with the exact part (sinks, local window, recent generated tokens), estimates exact
+// attention: the tail's sums are unbiased for any sampling weights, so the estimate's bias is
 // the ratio estimator's, O(1 / tail keys), and a key in the top set is read exactly however
 // wide its angle. Cost: the top set and the tail are the keys read; the codes scanned are
-// B / 8 bytes a key (reported apart, docs/quality.md).
+// B / 8 bytes a key, or 18 / 34 bytes per 32 dimensions (reported apart, docs/quality.md).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -19,6 +23,7 @@
 #include "attention/layered_policy.h"
 #include "attention/lsh/rank_codes.h"
 #include "attention/offload.h"
+#include "common/dtype.h"
 
 namespace mp::attn {
 
@@ -38,10 +43,13 @@ class MagicPigRanked : public LayeredPolicy {
   const lsh::Projection& projection() const { return *proj_; }
   const std::vector<float>& mean(int layer, int kv_head) const { return layers_[layer].heads[kv_head].mean; }
   // When on, each query head keeps its last step's drawn positions: the top set and the tail,
-  // increasing, with the log-weight each got (0 in the top set, ln(others / sampled) in the tail).
+  // increasing, with the log-weight each got (0 in the top set, ln(1 / (draws * p)) in the tail).
   void record_candidates(bool on) { record_ = on; }
   const std::vector<uint32_t>& candidates(int head) const { return recorded_pos_[head]; }
   const std::vector<float>& candidate_log_weights(int head) const { return recorded_logw_[head]; }
+  // The probability that the last step of `layer` read prompt or hashed position pos for query
+  // head `head` (1 in the top set, min(1, draws * weight) in the tail); needs record_candidates.
+  double draw_probability(int layer, int head, int64_t pos) const;
 
  protected:
   void prefill_sparse(int layer, const KvView& kv, int n_threads) override;
@@ -54,7 +62,11 @@ class MagicPigRanked : public LayeredPolicy {
     std::vector<float> mean;      // [head_dim]: of the offloaded prompt keys
     std::vector<float> key_norm;  // |k - mean| by code index
     float max_norm = 0;
-    lsh::RankCodes codes;         // by code index: offloaded prompt keys, then hashed generated ones
+    // By code index: offloaded prompt keys, then hashed generated ones; one of the two.
+    lsh::RankCodes codes;         // SimHash codes (rank_bits)
+    std::vector<uint8_t> qkeys;   // quantised keys (rank_key_bits): rows of key_row_bytes_
+    std::vector<float> spread;    // [head_dim]: RMS of each centred dimension; qkeys hold (k - mean) / spread
+    int64_t size() const { return static_cast<int64_t>(key_norm.size()); }
   };
   struct LayerState : OffloadSpan {
     std::vector<HeadState> heads;
@@ -62,16 +74,24 @@ class MagicPigRanked : public LayeredPolicy {
       const int64_t n_off = off_end - off_begin;
       return code_index < n_off ? off_begin + code_index : n_prompt + (code_index - n_off);
     }
+    int64_t code_index(int64_t pos) const {  // -1 for a position with no code (the exact part)
+      if (pos >= off_begin && pos < off_end) return pos - off_begin;
+      if (pos >= n_prompt && pos < hashed_end) return (off_end - off_begin) + (pos - n_prompt);
+      return -1;
+    }
   };
   struct Scratch {
     std::vector<uint64_t> qcodes;     // [G][W]
     std::vector<uint16_t> hash, dist;  // hashing scratch; distances [G][n]
     std::vector<uint16_t> bins;        // one head's estimate bins
+    std::vector<float> qs, est;        // quantised-key ranking: queries times spread [G][d], estimates [G][n]
+    std::vector<double> bin_w;         // the tail's sampling weight of one key in each bin
     std::vector<uint32_t> top;         // its top set (code indices)
     std::vector<float> s, acc;         // its drawn keys' logits; the group's accumulators [G][d]
     std::vector<float> acc_sampled;    // one head's drawn part [d], merged into acc
     std::vector<uint32_t> pos;         // its drawn positions
     std::vector<float> logw;           // and their log-weights
+    std::vector<float> prob;           // when recording: each code's probability of being read
     std::vector<uint32_t> hist;
     std::vector<PartialSoftmax> st;
     RowsScratch rows;
@@ -79,12 +99,17 @@ class MagicPigRanked : public LayeredPolicy {
 
   void hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end);
   void insert_generated(LayerState& st, const KvView& kv, int n_threads);
-  // The drawn keys of one query head into s.pos / s.logw from its distances dist[0, n).
-  void draw(const LayerState& st, const HeadState& hs, const uint16_t* dist, uint64_t rng_key, Scratch& s) const;
+  // One query head's estimate bins into s.bins from the group's scan (g-th query).
+  void bin_estimates(const HeadState& hs, int g, float q_norm, Scratch& s) const;
+  // The drawn keys of one query head into s.pos / s.logw from its bins s.bins; q_scaled =
+  // |q| / sqrt(head_dim) turns a bin into an estimated logit.
+  void draw(const LayerState& st, const HeadState& hs, float q_scaled, uint64_t rng_key, Scratch& s) const;
   void attend_group(int layer, const LayerState& st, const KvView& kv, int kvh, const float* q, float* out,
                     int64_t* keys_read, Scratch& s);
 
   Isa isa_ = Isa::Scalar;
+  DType key_code_type_ = DType::F32;  // Q4_0 / Q8_0 when ranking by quantised keys
+  size_t key_row_bytes_ = 0;
   std::shared_ptr<const lsh::Projection> proj_;  // immutable: shared by clones
   std::vector<float> cos_of_distance_;           // [B + 1]: cos(pi * d / B)
   std::vector<LayerState> layers_;
@@ -93,6 +118,8 @@ class MagicPigRanked : public LayeredPolicy {
   bool record_ = false;
   std::vector<std::vector<uint32_t>> recorded_pos_;
   std::vector<std::vector<float>> recorded_logw_;
+  std::vector<std::vector<float>> recorded_prob_;
+  int recorded_layer_ = -1;
 };
 
 std::unique_ptr<SequenceAttention> make_magicpig_ranked_attention(const Config& cfg, const HeadShape& shape);

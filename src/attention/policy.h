@@ -40,6 +40,10 @@ struct Config {
   // code (a multiple of 64); it keeps the top `budget` of prompt keys by estimated logit and
   // samples `tail` of them from the rest. 0: the collision-threshold sampler (K, L, threshold).
   int rank_bits = 0;
+  // When > 0 (4 or 8), the ranked sampler ranks by the keys quantised to this many bits a
+  // dimension (Q4_0 / Q8_0 blocks of the centred keys, each dimension scaled to unit spread)
+  // instead of SimHash codes; rank_bits is then unused.
+  int rank_key_bits = 0;
   double tail = 0.01;
   // exact part (magicpig, quest, streaming)
   int sinks = 4;
@@ -64,6 +68,9 @@ struct Config {
   // in [0, 16], got 17"); the ranges are the registry's (registry.h).
   void validate(const HeadShape& shape) const;
 };
+
+// magicpig's sampler: ranked (magicpig_ranked.h) or the collision threshold (magicpig.h).
+inline bool ranked_sampler(const Config& c) { return c.rank_bits > 0 || c.rank_key_bits > 0; }
 
 // What a policy read: keys_read / keys_total over all sparse (non-dense) layer-head-steps,
 // counting only prompt keys (the paper's cost metric).

@@ -37,9 +37,14 @@ const ParamDesc kLshSeed{"seed", "lsh_seed", ParamType::Seed, 0, 0, "seed of the
 const ParamDesc kRankBits{"bits", "rank_bits", ParamType::Int, 0, 4096,
                           "bits of each key's ranking code, a multiple of 64 (0: sample by collision threshold)", true,
                           MP_INT_FIELD(rank_bits)};
+const ParamDesc kRankKeyBits{"key-bits", "rank_key_bits", ParamType::Int, 0, 8,
+                             "bits per dimension of the quantised keys that rank the keys, 4 or 8 (0: SimHash codes "
+                             "of `bits` bits)",
+                             true, MP_INT_FIELD(rank_key_bits)};
 const ParamDesc kTail{"tail", "tail", ParamType::Fraction, 0, 1,
-                      "fraction of prompt keys sampled uniformly beyond the ranked top set (bits > 0)", true,
-                      MP_REAL_FIELD(tail)};
+                      "fraction of prompt keys sampled beyond the ranked top set, by estimated weight (ranked "
+                      "sampler)",
+                      true, MP_REAL_FIELD(tail)};
 const ParamDesc kSinks{"sinks", "sinks", ParamType::Int, 0, 1 << 20,
                        "exact attention-sink tokens at the start of the prompt", true, MP_INT_FIELD(sinks)};
 const ParamDesc kLocal{"local", "local", ParamType::Int, 0, kMaxCount, "exact local window at the end of the prompt",
@@ -77,7 +82,7 @@ const std::vector<PolicyDesc>& policy_registry() {
   static const std::vector<PolicyDesc> registry = {
       {"dense", {}, no_dense_layers, no_aux_bytes, make_dense_attention, /*exact=*/true},
       {"magicpig",
-       {&kLshK, &kLshL, &kThreshold, &kRankBits, &kBudget, &kTail, &kSinks, &kLocal, &kLshSeed},
+       {&kLshK, &kLshL, &kThreshold, &kRankBits, &kRankKeyBits, &kBudget, &kTail, &kSinks, &kLocal, &kLshSeed},
        [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // the paper's choice
        magicpig_aux_bytes,
        make_magicpig_attention},
@@ -158,8 +163,11 @@ bool reads_field(const PolicyDesc& policy, const std::string& field) {
 
 bool param_applies(const PolicyDesc& policy, const ParamDesc& p, const Config& cfg) {
   if (policy.name != "magicpig") return true;
-  if (&p == &kLshK || &p == &kLshL || &p == &kThreshold) return cfg.rank_bits == 0;
-  if (&p == &kRankBits || &p == &kBudget || &p == &kTail) return cfg.rank_bits > 0;
+  const bool ranked = ranked_sampler(cfg);
+  if (&p == &kLshK || &p == &kLshL || &p == &kThreshold) return !ranked;
+  if (&p == &kRankBits) return cfg.rank_bits > 0 && cfg.rank_key_bits == 0;
+  if (&p == &kRankKeyBits) return cfg.rank_key_bits > 0;
+  if (&p == &kBudget || &p == &kTail) return ranked;
   return true;
 }
 

@@ -68,7 +68,7 @@ std::string all_keys_text();
 // Whether the policy reads this Config field ("lsh_k").
 bool reads_field(const PolicyDesc& policy, const std::string& field);
 // Whether p takes part in cfg's configuration of `policy`, for labels and profiles: magicpig's
-// collision sampler (rank_bits 0) reads K, L and threshold, its ranked sampler bits, budget and
+// collision sampler (rank_bits and rank_key_bits 0) reads K, L and threshold, its ranked sampler bits or key-bits, budget and
 // tail; every other parameter always takes part. Spec strings accept all of a policy's keys.
 bool param_applies(const PolicyDesc& policy, const ParamDesc& p, const Config& cfg);
 // Every parameter of every policy, once per field, in registry order.

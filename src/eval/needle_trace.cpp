@@ -50,7 +50,7 @@ NeedleTracer::NeedleTracer(const attn::Config& magicpig, const attn::HeadShape& 
   check(ctl_ != nullptr, "needle trace: no control block");
   check(cfg_.name == "magicpig", "needle trace: the traced policy must be magicpig, got '" + cfg_.name + "'");
   cfg_.validate(shape_);
-  if (cfg_.rank_bits > 0) adopt(std::make_unique<attn::MagicPigRanked>(cfg_, shape_));
+  if (attn::ranked_sampler(cfg_)) adopt(std::make_unique<attn::MagicPigRanked>(cfg_, shape_));
   else adopt(std::make_unique<attn::MagicPigAttention>(cfg_, shape_));
   if (rk_) rk_->record_candidates(true);
   else mp_->record_candidates(true);
@@ -94,8 +94,8 @@ void NeedleTracer::attend(int layer, const KvView& kv, const float* q, float* ou
 // one of docs/attention.md ("u and the logit correction"): exact part with logits q.k/sqrt(d),
 // each recorded candidate with q.k/sqrt(d) - ln(u + 1e-4), u from the angle between the raw
 // query and the centred key. The ranked sampler's candidates carry their log-weight instead (0
-// in the top set, ln(others / sampled) in the tail, as recorded), and a key's u is 1 in the top
-// set, else the tail's sampling probability.
+// in the top set, ln(1 / (draws * weight)) in the tail, as recorded), and a key's u is the
+// probability the sampler gave it (1 in the top set).
 void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h, const float* o_mp,
                               float* o_dense) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, kvh = h / G;
@@ -105,16 +105,8 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
   auto is_exact = [&](int64_t p) { return p < ob || (p >= oe && p < n_prompt) || p >= he; };
   const std::vector<float>& mean = this->mean(layer, kvh);
   const std::vector<uint32_t>& cand = candidates(h);
-  // Ranked: the candidates' log-weights, and the tail's sampling probability (0 without a tail).
+  // Ranked: the candidates' log-weights.
   const std::vector<float>* logw = rk_ ? &rk_->candidate_log_weights(h) : nullptr;
-  double u_tail = 0;
-  if (logw)
-    for (float lw : *logw)
-      if (lw != 0.0f) u_tail = std::exp(-double(lw));
-  auto candidate_index = [&](int64_t p) -> int64_t {
-    const auto it = std::lower_bound(cand.begin(), cand.end(), uint32_t(p));
-    return it != cand.end() && *it == uint32_t(p) ? int64_t(it - cand.begin()) : -1;
-  };
   const double scale = 1.0 / std::sqrt(double(d));
   const double qn = std::sqrt(dot(q, q, d)), qm = dot(q, mean.data(), d);
 
@@ -145,8 +137,7 @@ void NeedleTracer::trace_head(int layer, const KvView& kv, const float* q, int h
   // u of a hashed (not exact) position: the probability the sampler reads it.
   auto u_of = [&](int64_t p) {
     if (!rk_) return attn::lsh::sampling_probability(cos_centred(p), K, L, T);
-    const int64_t i = candidate_index(p);
-    return i >= 0 && (*logw)[i] == 0.0f ? 1.0 : u_tail;
+    return rk_->draw_probability(layer, h, p);
   };
   for (size_t i = 0; i < cand.size(); ++i) {
     const uint32_t c = cand[i];

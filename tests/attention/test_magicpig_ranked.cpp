@@ -1,7 +1,8 @@
-// Ranked MagicPIG (magicpig_ranked.h) against brute force in double: with the whole prompt in
-// its top set it is exact attention; its tail makes the softmax normaliser unbiased; and on a
-// synthetic head with a wide-angle needle (the Qwen and Gemma misses of docs/quality.md) it
-// reads the needle where the collision-threshold sampler, at the same projection bits, misses it.
+// Ranked MagicPIG (magicpig_ranked.h) against brute force in double, ranking by SimHash codes or
+// by quantised keys: with the whole prompt in its top set it is exact attention; its
+// importance-sampled tail makes the softmax normaliser unbiased; and on a synthetic head with a
+// wide-angle needle (the Qwen and Gemma misses of docs/quality.md) it reads the needle where the
+// collision-threshold sampler, at the same projection bits, misses it.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -29,6 +30,19 @@ Config ranked_config(int bits, double budget, double tail, uint64_t seed) {
   c.local = 16;
   c.dense_layers_set = true;  // every layer sparse
   return c;
+}
+
+// Ranking by keys quantised to key_bits a dimension instead of SimHash codes.
+Config keyed_config(int key_bits, double budget, double tail, uint64_t seed) {
+  Config c = ranked_config(0, budget, tail, seed);
+  c.rank_key_bits = key_bits;
+  return c;
+}
+
+// The ranking codes every test runs: SimHash codes of `bits` bits, 4-bit and 8-bit keys.
+std::vector<Config> code_kinds(int bits, double budget, double tail, uint64_t seed) {
+  return {ranked_config(bits, budget, tail, seed), keyed_config(4, budget, tail, seed),
+          keyed_config(8, budget, tail, seed)};
 }
 
 // Exact softmax attention of query row q over KV head h, positions [0, n), in double; z: its
@@ -59,14 +73,16 @@ double rel_l2(const float* got, const std::vector<double>& want) {
 // With budget 1 every hashed key is in the top set: the output is exact attention, over the
 // prompt and over generated tokens as they are hashed (GQA, several steps, BF16 and F16).
 TEST(MagicPigRanked, WholePromptInTheTopSetIsExactAttention) {
+  for (const Config& cfg : code_kinds(128, 1.0, 0.01, 9))
   for (DType t : {DType::BF16, DType::F16}) {
+    SCOPED_TRACE("bits " + std::to_string(cfg.rank_bits) + ", key bits " + std::to_string(cfg.rank_key_bits));
     const int n_kv = 2, G = 2, d = 64;
     const int64_t n_prompt = 300;
     pigtest::Seq seq(2, n_kv, d, n_prompt + 40, t, pigtest::gaussian_rows(3, 0.5f, 0.6f));
     seq.grow(n_prompt);
     seq.cache->mark_prompt_end();
     HeadShape shape{2, n_kv * G, n_kv, d, {}, 0};
-    MagicPigRanked pig(ranked_config(128, 1.0, 0.01, 9), shape);
+    MagicPigRanked pig(cfg, shape);
     for (int l = 0; l < 2; ++l) {
       KvView v = seq.cache->view(l);
       pig.prefill_done(l, v, 2);
@@ -93,7 +109,8 @@ TEST(MagicPigRanked, WholePromptInTheTopSetIsExactAttention) {
 
 // The estimated normaliser sum over the exact part and the drawn keys of exp(logit + log-weight)
 // averages to the exact one over draws: the tail's weights make it unbiased whatever the top
-// set. Also checks the draw's sizes and weights.
+// set and whatever the code's estimates. Also checks the draw's sizes and that the uniform share
+// (0.2 of the tail's sampling weight) bounds every tail weight.
 TEST(MagicPigRanked, TailMakesTheNormaliserUnbiased) {
   const int d = 64;
   const int64_t n_prompt = 2048;
@@ -120,17 +137,20 @@ TEST(MagicPigRanked, TailMakesTheNormaliserUnbiased) {
   const int64_t hashed = n_prompt - sinks - local;
   const int64_t top = budget_keys(0.02, n_prompt), tail = budget_keys(0.05, n_prompt);
   const int draws = 300;
+  for (const int key_bits : {0, 4}) {
+  SCOPED_TRACE("key bits " + std::to_string(key_bits));
   std::vector<double> zs;
   for (int s = 0; s < draws; ++s) {
-    MagicPigRanked pig(ranked_config(256, 0.02, 0.05, 100 + s), shape);
+    MagicPigRanked pig(key_bits ? keyed_config(key_bits, 0.02, 0.05, 100 + s) : ranked_config(256, 0.02, 0.05, 100 + s),
+                       shape);
     pig.record_candidates(true);
     pig.prefill_done(0, prompt, 1);
     std::vector<float> out(d);
     pig.attend(0, kv, q.data(), out.data(), 1);
     const auto& pos = pig.candidates(0);
     const auto& logw = pig.candidate_log_weights(0);
-    ASSERT_EQ(static_cast<int64_t>(pos.size()), top + tail);
-    const double tail_logw = std::log(double(hashed - top) / double(tail));
+    ASSERT_LE(static_cast<int64_t>(pos.size()), top + tail);  // a heavy key may be drawn twice
+    const double max_logw = std::log(double(hashed - top) / (0.2 * double(tail)));
     int64_t n_tail = 0;
     double z = 0;
     for (size_t i = 0; i < pos.size(); ++i) {
@@ -138,11 +158,12 @@ TEST(MagicPigRanked, TailMakesTheNormaliserUnbiased) {
       if (i > 0) ASSERT_GT(pos[i], pos[i - 1]);
       if (logw[i] != 0.0f) {
         ++n_tail;
-        ASSERT_NEAR(logw[i], tail_logw, 1e-6);
+        ASSERT_LE(logw[i], max_logw + 1e-5);
       }
       z += std::exp(logit[pos[i]] + logw[i]);
     }
-    EXPECT_EQ(n_tail, tail);
+    EXPECT_EQ(static_cast<int64_t>(pos.size()) - n_tail, top);
+    EXPECT_GE(n_tail, tail / 2);
     for (int64_t p = 0; p < sinks; ++p) z += std::exp(logit[p]);
     for (int64_t p = n_prompt - local; p < kv.n_tokens; ++p) z += std::exp(logit[p]);
     zs.push_back(z);
@@ -153,6 +174,7 @@ TEST(MagicPigRanked, TailMakesTheNormaliserUnbiased) {
   const double se = std::sqrt(var / (draws - 1) / draws);
   EXPECT_GT(se, 0.0);
   EXPECT_NEAR(mean, z_exact, 4.5 * se) << "mean " << mean << " exact " << z_exact << " se " << se;
+  }
 }
 
 // A needle that exact attention puts nearly all its weight on, at the angle measured on the
@@ -245,10 +267,28 @@ TEST(MagicPigRanked, ReadsAGemmaWideAngleNeedle) {
   check_wide_needle(256, 0.25, 1024, 20, 0.85, 0.35);  // Gemma 3's global heads
 }
 
+// Keys quantised to 4 bits a dimension rank both needles into the 2% top set (no projection
+// seed: the quantisation is deterministic) and give back the exact output.
+TEST(MagicPigRanked, QuantisedKeysReadTheWideAngleNeedles) {
+  for (const auto [d, cos_needle] : {std::pair{64, 0.41}, std::pair{256, 0.25}}) {
+    WideNeedle head(d, cos_needle, 1.0);
+    ASSERT_GT(head.needle_weight, 0.9);
+    MagicPigRanked ranked(keyed_config(4, 0.02, 0.01, 1), HeadShape{1, 1, 1, d, {}, 0});
+    ranked.record_candidates(true);
+    const auto [hit, err] = head.run(ranked, ranked_cand);
+    EXPECT_TRUE(hit) << "head_dim " << d;
+    EXPECT_LT(err, 0.1) << "head_dim " << d;
+  }
+}
+
 TEST(MagicPigRanked, RefusesBitsThatAreNotWholeWords) {
   const HeadShape shape{1, 1, 1, 64, {}, 0};
   EXPECT_THROW(make_sequence_attention(ranked_config(100, 0.02, 0.01, 1), shape), Error);
   EXPECT_NO_THROW(make_sequence_attention(ranked_config(64, 0.02, 0.01, 1), shape));
+  // Key bits are 4 or 8, and the quantised blocks need head_dim a multiple of 32.
+  EXPECT_THROW(make_sequence_attention(keyed_config(5, 0.02, 0.01, 1), shape), Error);
+  EXPECT_THROW(make_sequence_attention(keyed_config(4, 0.02, 0.01, 1), HeadShape{1, 1, 1, 48, {}, 0}), Error);
+  EXPECT_NO_THROW(make_sequence_attention(keyed_config(8, 0.02, 0.01, 1), shape));
 }
 
 }  // namespace

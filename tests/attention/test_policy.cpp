@@ -108,7 +108,7 @@ TEST(Policy, RegistryParameterTables) {
   const PolicyDesc& pig = policy_desc("magicpig");
   std::string keys;
   for (const ParamDesc* p : pig.params) keys += p->key + "=" + param_text(*p, Config{}) + " ";
-  EXPECT_EQ(keys, "K=10 L=150 threshold=2 bits=0 budget=0.02 tail=0.01 sinks=4 local=64 seed=42 ");
+  EXPECT_EQ(keys, "K=10 L=150 threshold=2 bits=0 key-bits=0 budget=0.02 tail=0.01 sinks=4 local=64 seed=42 ");
   // Labels and profiles show the parameters of the sampler the configuration uses.
   Config ranked;
   ranked.rank_bits = 256;
@@ -131,7 +131,7 @@ TEST(Policy, RegistryKeyLookups) {
   EXPECT_EQ(k->field, "lsh_k");
   EXPECT_EQ(find_param(pig, "k"), nullptr);  // keys are case-sensitive
   EXPECT_EQ(find_param(pig, "page-size"), nullptr);  // quest's key, not magicpig's
-  EXPECT_EQ(param_keys_text(pig), "K, L, threshold, bits, budget, tail, sinks, local, seed");
+  EXPECT_EQ(param_keys_text(pig), "K, L, threshold, bits, key-bits, budget, tail, sinks, local, seed");
   EXPECT_EQ(param_keys_text(policy_desc("dense")), "");
   const std::string names = policy_names_text();
   for (const std::string& n : policy_names()) EXPECT_NE(names.find(n), std::string::npos) << n;

@@ -50,7 +50,7 @@ TEST(PolicySpecGrammar, RefusesAKeyThePolicyDoesNotRead) {
       EXPECT_NE(e.find("unknown key '" + p->key + "' for " + policy.name), std::string::npos) << e;
       EXPECT_NE(e.find("dense_layers, exact_heads)"), std::string::npos) << e;  // the known keys are listed
     }
-  EXPECT_NE(error_of("magicpig:Q=1").find("(known: K, L, threshold, bits, budget, tail, sinks, local, seed, dense_layers, exact_heads)"),
+  EXPECT_NE(error_of("magicpig:Q=1").find("(known: K, L, threshold, bits, key-bits, budget, tail, sinks, local, seed, dense_layers, exact_heads)"),
             std::string::npos)
       << error_of("magicpig:Q=1");
 }

@@ -135,8 +135,15 @@ TEST(NeedleTrace, TracesTheRankedSampler) {
   EXPECT_EQ(a, b);
   ASSERT_EQ(ctl->heads.size(), size_t(c.shape.n_head));
   for (const NeedleHeadTrace& h : ctl->heads) EXPECT_LT(h.replay_rel, 1e-4) << "head " << h.head;
-  const int64_t hashed = 400 - c.cfg.sinks - c.cfg.local, top = 20, tail = 20;  // ceil(0.05 * 400)
-  const double u_tail = double(tail) / double(hashed - top);
+  const int64_t top = 20, tail = 20;  // ceil(0.05 * 400)
+  // Every head's probabilities over the hashed keys add up to the draws: top + tail (less only
+  // if a tail key's weight reached one whole draw).
+  for (int h = 0; h < c.shape.n_head; ++h) {
+    double sum = 0;
+    for (int64_t p = plain.offload_begin(1); p < plain.offload_end(1); ++p) sum += plain.draw_probability(1, h, p);
+    EXPECT_LE(sum, top + tail + 1e-3) << "head " << h;
+    EXPECT_GT(sum, top + tail - 1.0) << "head " << h;
+  }
   int in_top = 0, in_tail = 0, out = 0;
   for (const NeedleKeyTrace& k : ctl->keys) {
     EXPECT_EQ(k.collisions, -1);
@@ -147,7 +154,10 @@ TEST(NeedleTrace, TracesTheRankedSampler) {
     const bool drawn = it != cand.end() && *it == uint32_t(k.pos);
     EXPECT_EQ(k.candidate, drawn);
     const bool top_set = drawn && logw[it - cand.begin()] == 0.0f;
-    EXPECT_NEAR(k.u, top_set ? 1.0 : u_tail, 1e-6) << k.pos;
+    EXPECT_DOUBLE_EQ(k.u, plain.draw_probability(1, k.head, k.pos)) << k.pos;
+    if (top_set) EXPECT_EQ(k.u, 1.0) << k.pos;
+    else if (drawn && k.u < 1.0) EXPECT_NEAR(k.u, std::exp(-double(logw[it - cand.begin()])), 1e-5) << k.pos;
+    else if (!drawn) EXPECT_LT(k.u, 1.0) << k.pos;
     (top_set ? in_top : drawn ? in_tail : out)++;
   }
   EXPECT_GT(out, 0);

@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "attention/profile.h"
+#include "attention/registry.h"
 #include "common.h"
 #include "plot.h"
 #include "common/error.h"
@@ -103,18 +104,16 @@ int cmd_calibrate(int argc, char** argv) {
 
   std::filesystem::create_directories(out_dir);
   write_heads_csv(out_dir + "/heads.csv", c);
-  char sampler[128];
-  if (opt.policy.rank_bits > 0)
-    std::snprintf(sampler, sizeof sampler, "%s:bits=%d:budget=%g:tail=%g", opt.policy.name.c_str(), opt.policy.rank_bits,
-                  opt.policy.budget, opt.policy.tail);
-  else
-    std::snprintf(sampler, sizeof sampler, "%s:K=%d:L=%d:threshold=%d", opt.policy.name.c_str(), opt.policy.lsh_k,
-                  opt.policy.lsh_l, opt.policy.threshold);
+  std::string sampler = opt.policy.name;  // the sampler's own parameters, as a spec names them
+  const attn::PolicyDesc& desc = attn::policy_desc(opt.policy.name);
+  for (const attn::ParamDesc* p : desc.params)
+    if (p->in_label && attn::param_applies(desc, *p, opt.policy))
+      sampler += ":" + std::string(p->key) + "=" + attn::param_text(*p, opt.policy);
   char head[640];
   std::snprintf(head, sizeof head,
                 "calibration of %s on %s: %d episodes (%s, %lld tokens, seed %llu), %lld answer "
                 "steps, %.0f s\nmean cost: %.4f sampled, %.4f with %zu exact KV heads (target %.4f)\n\n",
-                sampler, path.c_str(), c.episodes,
+                sampler.c_str(), path.c_str(), c.episodes,
                 tasks.empty() ? "niah_single_2,niah_multikey_1,niah_multivalue" : tasks.c_str(), (long long)opt.length,
                 (unsigned long long)opt.seed, (long long)c.steps, secs, c.sampled_cost, c.cost, c.exact_heads.size(),
                 opt.cost_target);

@@ -66,6 +66,7 @@ const std::vector<FieldFlag>& field_flags() {
       {"threshold", {"--lsh-threshold"}, true},
       {"lsh_seed", {"--lsh-seed"}, false},
       {"rank_bits", {"--rank-bits"}, false},
+      {"rank_key_bits", {"--rank-key-bits"}, false},
       {"tail", {"--tail"}, true},
       {"sinks", {"--sinks"}, true},
       {"local", {"--local"}, true},
