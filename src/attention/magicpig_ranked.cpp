@@ -194,86 +194,76 @@ void MagicPigRanked::draw(const LayerState& st, const HeadState& hs, float q_sca
   const int64_t n = hs.size();
   s.pos.clear();
   s.logw.clear();
+  if (record_) s.prob.assign(static_cast<size_t>(n), 0.0f);
   if (n == 0) return;
   const int64_t top = std::min(n, budget_keys(cfg_.budget, st.n_prompt));
-  // Two interleaved histograms: runs of keys in the same bin would otherwise wait on each
-  // other's increments.
+  // Two interleaved histograms (runs of keys in the same bin would otherwise wait on each
+  // other's increments), then added.
   const float to_bin = hs.max_norm > 0 ? static_cast<float>(kBins) / hs.max_norm : 0.0f;
   s.hist.assign(2 * kBins, 0u);
-  uint32_t* h0 = s.hist.data();
-  uint32_t* h1 = h0 + kBins;
+  uint32_t* h = s.hist.data();
+  uint32_t* h1 = h + kBins;
   int64_t i = 0;
-  for (; i + 2 <= n; i += 2) ++h0[s.bins[i]], ++h1[s.bins[i + 1]];
-  if (i < n) ++h0[s.bins[i]];
+  for (; i + 2 <= n; i += 2) ++h[s.bins[i]], ++h1[s.bins[i + 1]];
+  if (i < n) ++h[s.bins[i]];
+  for (int b = 0; b < kBins; ++b) h[b] += h1[b];
   // The cut bin: every key above it is in the top set, and its first `from_cut` keys.
   int cut = kBins - 1;
   int64_t above = 0;
-  while (cut > 0 && above + h0[cut] + h1[cut] < top) above += h0[cut] + h1[cut], --cut;
-  int64_t from_cut = top - above;
-  s.top.clear();
-  for (int64_t j = 0; j < n; ++j) {
-    const int b = s.bins[j];
-    if (b < cut) continue;
-    if (b == cut && from_cut-- <= 0) continue;
-    s.top.push_back(static_cast<uint32_t>(j));
-  }
+  while (cut > 0 && above + h[cut] < top) above += h[cut], --cut;
+  const int64_t from_cut = top - above;
   // The tail: `tail` draws from the `rest` others by systematic sampling along their cumulative
   // weights w (summing to 1): arrows at offset + j / tail, offset uniform in [0, 1 / tail), so
   // each arrow lands on key i with probability w_i, and a key hit c times is weighted
   // c / (tail * w_i): the tail's sums stay unbiased (Hansen-Hurwitz) for any w > 0.
   const int64_t rest = n - top;
   const int64_t tail = std::min(rest, cfg_.tail > 0 ? budget_keys(cfg_.tail, st.n_prompt) : 0);
-  size_t t = 0;  // top keys passed
-  auto emit_top_until = [&](int64_t key) {
-    for (; t < s.top.size() && s.top[t] < key; ++t) {
-      s.pos.push_back(static_cast<uint32_t>(st.position(s.top[t])));
-      s.logw.push_back(0.0f);
-    }
-  };
+  double step = 0, arrow = 2;  // no arrow lands without a tail
   if (tail > 0) {
-    // The others' count in each bin, and one key's weight there: the estimated logit of bin b,
-    // relative to the highest bin with others, is q_scaled * (b - b_max) / to_bin.
-    for (int b = 0; b < kBins; ++b) h0[b] += h1[b];
-    for (uint32_t j : s.top) --h0[s.bins[j]];
-    int b_max = kBins - 1;
-    while (b_max > 0 && h0[b_max] == 0) --b_max;
+    // The others' count in each bin (h[cut] - from_cut in the cut bin, none above), and one
+    // key's weight there: the estimated logit of bin b, relative to the highest bin with
+    // others, is q_scaled * (b - b_max) / to_bin.
+    h[cut] -= static_cast<uint32_t>(from_cut);
+    int b_max = cut;
+    while (b_max > 0 && h[b_max] == 0) --b_max;
     const double per_bin = to_bin > 0 ? kTailTemper * static_cast<double>(q_scaled) / to_bin : 0.0;
     s.bin_w.assign(kBins, 0.0);
     double z = 0;
     for (int b = 0; b <= b_max; ++b)
-      if (h0[b] > 0) z += h0[b] * (s.bin_w[b] = std::exp(per_bin * (b - b_max)));
+      if (h[b] > 0) z += h[b] * (s.bin_w[b] = std::exp(per_bin * (b - b_max)));
     const double uniform = kTailUniform / static_cast<double>(rest);
     for (int b = 0; b <= b_max; ++b) s.bin_w[b] = (1.0 - kTailUniform) * s.bin_w[b] / z + uniform;
-    const double step = 1.0 / static_cast<double>(tail);
-    if (record_) {
-      s.prob.resize(static_cast<size_t>(n));
-      for (int64_t j = 0; j < n; ++j) s.prob[j] = static_cast<float>(std::min(1.0, s.bin_w[s.bins[j]] / step));
-    }
+    step = 1.0 / static_cast<double>(tail);
     uint64_t x = rng_key;
-    double arrow = static_cast<double>(splitmix64(x) >> 11) * 0x1.0p-53 * step;
-    double cum = 0;
-    int64_t drawn = 0;
-    size_t next_top = 0;
-    for (int64_t j = 0; j < n && drawn < tail; ++j) {
-      if (next_top < s.top.size() && s.top[next_top] == j) {
-        ++next_top;
-        continue;
-      }
-      const double w = s.bin_w[s.bins[j]];
-      cum += w;
-      int hits = 0;
-      while (arrow < cum && drawn < tail) ++hits, ++drawn, arrow += step;
-      if (hits == 0) continue;
-      emit_top_until(j);
+    arrow = static_cast<double>(splitmix64(x) >> 11) * 0x1.0p-53 * step;
+  }
+  // One pass in position order: a key is in the top set by its bin, else it takes its share of
+  // the cumulative weight and the arrows that land in it.
+  double cum = 0;
+  int64_t cut_taken = 0, top_taken = 0, drawn = 0;
+  for (int64_t j = 0; j < n && (top_taken < top || drawn < tail); ++j) {
+    const int b = s.bins[j];
+    if (b > cut || (b == cut && cut_taken < from_cut)) {
+      cut_taken += b == cut;
+      ++top_taken;
       s.pos.push_back(static_cast<uint32_t>(st.position(j)));
-      s.logw.push_back(static_cast<float>(std::log(hits * step / w)));
+      s.logw.push_back(0.0f);
+      if (record_) s.prob[j] = 1.0f;
+      continue;
     }
+    if (tail == 0) continue;
+    const double w = s.bin_w[b];
+    cum += w;
+    if (record_) s.prob[j] = static_cast<float>(std::min(1.0, w / step));
+    int hits = 0;
+    while (arrow < cum && drawn < tail) ++hits, ++drawn, arrow += step;
+    if (hits == 0) continue;
+    s.pos.push_back(static_cast<uint32_t>(st.position(j)));
+    s.logw.push_back(static_cast<float>(std::log(hits * step / w)));
   }
-  emit_top_until(n);
-  if (record_) {
-    if (tail == 0) s.prob.assign(static_cast<size_t>(n), 0.0f);
-    for (uint32_t j : s.top) s.prob[j] = 1.0f;
-  }
+  if (record_ && tail > 0)  // the keys after the last draw, which the loop did not reach
+    for (int64_t j = 0; j < n; ++j)
+      if (s.prob[j] == 0.0f) s.prob[j] = static_cast<float>(std::min(1.0, s.bin_w[s.bins[j]] / step));
 }
 
 double MagicPigRanked::draw_probability(int layer, int head, int64_t pos) const {

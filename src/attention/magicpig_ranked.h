@@ -86,7 +86,6 @@ class MagicPigRanked : public LayeredPolicy {
     std::vector<uint16_t> bins;        // one head's estimate bins
     std::vector<float> qs, est;        // quantised-key ranking: queries times spread [G][d], estimates [G][n]
     std::vector<double> bin_w;         // the tail's sampling weight of one key in each bin
-    std::vector<uint32_t> top;         // its top set (code indices)
     std::vector<float> s, acc;         // its drawn keys' logits; the group's accumulators [G][d]
     std::vector<float> acc_sampled;    // one head's drawn part [d], merged into acc
     std::vector<uint32_t> pos;         // its drawn positions

@@ -56,7 +56,14 @@ std::string apply_attention_profile(attn::Config& c, const ProfileChoice& p, con
                                     const attn::HeadShape& shape) {
   std::string path;
   const std::optional<attn::Profile> prof = profile_for(c, p, model_path, shape, &path);
-  if (!prof) return "";
+  if (!prof) {
+    if (c.name == "magicpig" && !attn::ranked_sampler(c) && p.choice.empty() && p.flags.empty())
+      std::fprintf(stderr,
+                   "note: no attention profile for this model: magicpig samples by collision threshold, which "
+                   "misses wide-angle keys on real models (docs/quality.md); --rank-key-bits 4 ranks by "
+                   "quantised keys, and `magicpig calibrate` writes a profile (docs/calibration.md)\n");
+    return "";
+  }
   const bool insert_generated = c.insert_generated;
   c = prof->config;
   c.insert_generated = insert_generated;
