@@ -182,9 +182,10 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
   const int64_t nb = static_cast<int64_t>(dtype_row_bytes(t, n) / dtype_block_bytes(t));
   if (t != DType::F32) {
     // Quantisers compute scales from the data; inf/NaN would make every value in the block garbage.
-    for (int64_t i = 0; i < n; ++i)
-      check(std::isfinite(src[i]), "cannot quantise a non-finite value (element " + std::to_string(i) + ") to " +
-                                       std::string(dtype_name(t)));
+    for (int64_t i = 0; i < n; ++i)  // the message is built only on failure: this runs per element
+      if (!std::isfinite(src[i]))
+        throw Error("cannot quantise a non-finite value (element " + std::to_string(i) + ") to " +
+                    std::string(dtype_name(t)));
   }
   switch (t) {
     case DType::F32: std::memcpy(dst, src, n * sizeof(float)); return;
