@@ -38,24 +38,21 @@ float l2_norm(const float* x, int d) {
   return static_cast<float>(std::sqrt(ss));
 }
 
-// RMS of each dimension of KV head h's keys at [begin, end) minus `mean` (floored so that no
-// dimension divides by 0). Only a scale of the quantisation: a shard under context parallelism
-// may use its own, since the query is scaled by the same shard's spread.
-std::vector<float> centred_spread(const KvView& kv, int h, const std::vector<float>& mean, int64_t begin,
-                                  int64_t end) {
+// Empty 4-bit codes on the grid of KV head h's keys at [begin, end) minus `mean`: each centred
+// dimension's range. Generated keys are clamped to it; a shard under context parallelism uses
+// its own, since its queries are quantised against the same shard's grid.
+lsh::KeyCodes key_codes_of_range(const KvView& kv, int h, const std::vector<float>& mean, int64_t begin, int64_t end) {
   const int d = static_cast<int>(mean.size());
-  std::vector<double> ss(d, 0.0);
-  std::vector<float> x(d);
+  std::vector<float> lo(d, 0.0f), hi(d, 0.0f), x(d);
   for (int64_t p = begin; p < end; ++p) {
     kernels::kv_to_f32(kv.dtype, kv.key(h, p), x.data(), d);
-    for (int i = 0; i < d; ++i) ss[i] += static_cast<double>(x[i] - mean[i]) * (x[i] - mean[i]);
+    for (int i = 0; i < d; ++i) {
+      const float c = x[i] - mean[i];
+      lo[i] = p == begin ? c : std::min(lo[i], c);
+      hi[i] = p == begin ? c : std::max(hi[i], c);
+    }
   }
-  std::vector<float> spread(d);
-  double top = 0;
-  for (int i = 0; i < d; ++i) top = std::max(top, ss[i]);
-  const double floor = std::max(top * 1e-12, 1e-30);
-  for (int i = 0; i < d; ++i) spread[i] = static_cast<float>(std::sqrt(std::max(ss[i], floor) / std::max<int64_t>(1, end - begin)));
-  return spread;
+  return lsh::key_codes_for_range(std::move(lo), hi);
 }
 
 Config as_magicpig(Config cfg) {
@@ -66,15 +63,13 @@ Config as_magicpig(Config cfg) {
 
 MagicPigRanked::MagicPigRanked(const Config& cfg, const HeadShape& shape) : LayeredPolicy(as_magicpig(cfg), shape) {
   check(ranked_sampler(cfg) && cfg.rank_bits % 64 == 0,
-        "magicpig: ranked sampling needs rank_bits a multiple of 64 or rank_key_bits 4 or 8");
+        "magicpig: ranked sampling needs rank_bits a multiple of 64 or rank_key_bits 4");
   isa_ = selected_isa();
   if (cfg.rank_key_bits > 0) {
-    check(cfg.rank_key_bits == 4 || cfg.rank_key_bits == 8, "magicpig: rank_key_bits must be 4 or 8");
-    key_code_type_ = cfg.rank_key_bits == 4 ? DType::Q4_0 : DType::Q8_0;
-    check(shape.head_dim % dtype_block_size(key_code_type_) == 0,
-          "magicpig: ranking by quantised keys needs head_dim a multiple of " +
-              std::to_string(dtype_block_size(key_code_type_)) + ", got " + std::to_string(shape.head_dim));
-    key_row_bytes_ = dtype_row_bytes(key_code_type_, shape.head_dim);
+    check(cfg.rank_key_bits == 4, "magicpig: rank_key_bits must be 4");
+    check(shape.head_dim % 8 == 0,
+          "magicpig: ranking by 4-bit keys needs head_dim a multiple of 8, got " + std::to_string(shape.head_dim));
+    key_codes_ = true;
   }
   // Its own seed stream: the ranking projection is not the tables' projection.
   proj_ = std::make_shared<const lsh::Projection>(lsh::make_rank_projection(
@@ -90,14 +85,13 @@ MagicPigRanked::MagicPigRanked(const Config& cfg, const HeadShape& shape) : Laye
 }
 
 // Centres keys [begin, end) of KV head h, stores |k - mean| and appends their codes (SimHash, or
-// the quantised key scaled by 1 / spread), in position order.
+// 4-bit keys), in position order.
 void MagicPigRanked::hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end) {
   HeadState& hs = st.heads[h];
   const int d = shape_.head_dim, W = cfg_.rank_bits / 64;
   std::vector<float> x(static_cast<size_t>(kHashBlockRows) * d);
   std::vector<uint64_t> codes(static_cast<size_t>(kHashBlockRows) * W);
   std::vector<uint16_t> scratch;
-  std::vector<float> scaled(static_cast<size_t>(d));
   for (int64_t r0 = begin; r0 < end; r0 += kHashBlockRows) {
     const int64_t n = std::min(kHashBlockRows, end - r0);
     for (int64_t r = 0; r < n; ++r) {
@@ -112,13 +106,8 @@ void MagicPigRanked::hash_keys(LayerState& st, const KvView& kv, int h, int64_t 
       hs.key_norm.push_back(norm);
       hs.max_norm = std::max(hs.max_norm, norm);
     }
-    if (key_row_bytes_ > 0) {
-      const size_t at = hs.qkeys.size();
-      hs.qkeys.resize(at + static_cast<size_t>(n) * key_row_bytes_);
-      for (int64_t r = 0; r < n; ++r) {
-        for (int i = 0; i < d; ++i) scaled[i] = x[r * d + i] / hs.spread[i];
-        kernels::quantize_row(key_code_type_, scaled.data(), hs.qkeys.data() + at + r * key_row_bytes_, d);
-      }
+    if (key_codes_) {
+      for (int64_t r = 0; r < n; ++r) hs.kcodes.append(x.data() + r * d);
       continue;
     }
     lsh::rank_codes_of_rows(*proj_, x.data(), n, d, codes.data(), scratch, isa_);
@@ -142,9 +131,9 @@ void MagicPigRanked::prefill_sparse(int layer, const KvView& kv, int n_threads) 
     hs.codes = lsh::RankCodes(cfg_.rank_bits / 64);
     hs.mean = means.empty() ? std::vector<float>(d, 0.0f) : means[h];
   }
-  if (st.sampled() && key_row_bytes_ > 0) {
+  if (st.sampled() && key_codes_) {
 #pragma omp parallel for num_threads(std::clamp(n_threads, 1, nkv)) schedule(static)
-    for (int h = 0; h < nkv; ++h) st.heads[h].spread = centred_spread(kv, h, st.heads[h].mean, st.off_begin, st.off_end);
+    for (int h = 0; h < nkv; ++h) st.heads[h].kcodes = key_codes_of_range(kv, h, st.heads[h].mean, st.off_begin, st.off_end);
   }
   if (st.sampled()) {
 #pragma omp parallel for num_threads(std::clamp(n_threads, 1, nkv)) schedule(static)
@@ -173,16 +162,17 @@ void MagicPigRanked::bin_estimates(const HeadState& hs, int g, float q_norm, Scr
   // [0, max |k - mean|]: the top set lies above 0 unless the budget is most of the keys, and
   // then bin 0 takes the rest in position order.
   const float to_bin = hs.max_norm > 0 ? static_cast<float>(kBins) / hs.max_norm : 0.0f;
-  if (key_row_bytes_ == 0) {
+  if (!key_codes_) {
     lsh::estimate_bins(s.dist.data() + static_cast<size_t>(g) * n, hs.key_norm.data(), n, cos_of_distance_.data(),
                        to_bin, kBins - 1, s.bins.data(), isa_);
     return;
   }
-  // The quantised dot products are q . (k - mean); divided by |q| they are |k - mean| cos.
-  const float* est = s.est.data() + static_cast<size_t>(g) * n;
+  // scale * dot + offset estimates q . (k - mean); divided by |q| it is |k - mean| cos.
+  const int32_t* dots = s.dots.data() + static_cast<size_t>(g) * n;
   const float f = q_norm > 0 ? to_bin / q_norm : 0.0f, hi = static_cast<float>(kBins - 1);
+  const float a = s.q8_scale[g] * f, c = s.q8_offset[g] * f;
   for (int64_t i = 0; i < n; ++i) {
-    float b = est[i] * f;
+    float b = static_cast<float>(dots[i]) * a + c;
     b = b > 0.0f ? b : 0.0f;  // also NaN -> 0
     b = b < hi ? b : hi;
     s.bins[i] = static_cast<uint16_t>(static_cast<int>(b));
@@ -285,12 +275,24 @@ void MagicPigRanked::attend_group(int layer, const LayerState& st, const KvView&
   for (const auto& r : ranges)
     if (r[1] > r[0]) attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st.data(), s.acc.data(), s.rows, isa_);
   // Every code against the G queries, read once for the group.
-  if (key_row_bytes_ > 0) {
-    s.qs.resize(static_cast<size_t>(G) * d);
-    for (int g = 0; g < G; ++g)
-      for (int i = 0; i < d; ++i) s.qs[g * d + i] = q[g * d + i] * hs.spread[i];
-    s.est.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
-    if (n > 0) kernels::matmul(key_code_type_, hs.qkeys.data(), n, d, s.qs.data(), G, s.est.data(), 1, isa_);
+  if (key_codes_) {
+    // q . (k - mean) ~ sum_i q_i lo_i + sum_i (q_i step_i) c_i, the second sum in int8 x 4 bits.
+    s.q8.resize(static_cast<size_t>(G) * d);
+    s.q8_scale.resize(G);
+    s.q8_offset.resize(G);
+    const std::vector<float>&lo = hs.kcodes.lo(), &step = hs.kcodes.step();
+    for (int g = 0; g < G; ++g) {
+      const float* qg = q + static_cast<size_t>(g) * d;
+      float amax = 0;
+      double offset = 0;
+      for (int i = 0; i < d; ++i) amax = std::max(amax, std::abs(qg[i] * step[i])), offset += double(qg[i]) * lo[i];
+      const float sc = amax > 0 ? amax / 127.0f : 1.0f;
+      for (int i = 0; i < d; ++i) s.q8[g * d + i] = static_cast<int8_t>(std::lrint(qg[i] * step[i] / sc));
+      s.q8_scale[g] = sc;
+      s.q8_offset[g] = static_cast<float>(offset);
+    }
+    s.dots.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
+    lsh::key_code_dots(hs.kcodes, s.q8.data(), G, s.dots.data(), n, isa_);
   } else {
     s.qcodes.resize(static_cast<size_t>(G) * W);
     lsh::rank_codes_of_rows(*proj_, q, G, d, s.qcodes.data(), s.hash, isa_);
@@ -375,8 +377,7 @@ size_t MagicPigRanked::aux_bytes() const {
   size_t b = 0;
   for (const LayerState& st : layers_)
     for (const HeadState& hs : st.heads)
-      b += hs.codes.bytes() + hs.qkeys.capacity() +
-           (hs.mean.capacity() + hs.key_norm.capacity() + hs.spread.capacity()) * sizeof(float);
+      b += hs.codes.bytes() + hs.kcodes.bytes() + (hs.mean.capacity() + hs.key_norm.capacity()) * sizeof(float);
   return b;
 }
 
@@ -388,15 +389,14 @@ size_t magicpig_ranked_aux_bytes(const Config& cfg, const AuxDims& a) {
   if (a.sparse_heads == 0) return 0;
   const size_t n = a.n, d = a.d, words = static_cast<size_t>(cfg.rank_bits) / 64;
   const size_t blocks = (n + lsh::RankCodes::kBlock - 1) / lsh::RankCodes::kBlock + 1;
-  const size_t code_bytes =
-      cfg.rank_key_bits > 0
-          ? n * dtype_row_bytes(cfg.rank_key_bits == 4 ? DType::Q4_0 : DType::Q8_0, static_cast<int64_t>(d))
-          : blocks * lsh::RankCodes::kBlock * words * sizeof(uint64_t);
-  // Codes, key norms (vectors grow by up to 2x while decoding), the centring mean and spread.
+  const size_t tiles = (n + lsh::KeyCodes::kTile - 1) / lsh::KeyCodes::kTile + 1;
+  const size_t code_bytes = cfg.rank_key_bits > 0 ? tiles * lsh::KeyCodes::kTile * d / 2
+                                                  : blocks * lsh::RankCodes::kBlock * words * sizeof(uint64_t);
+  // Codes, key norms (vectors grow by up to 2x while decoding), the centring mean and the grid.
   const size_t per_head = 2 * (code_bytes + n * sizeof(float)) + 2 * d * sizeof(float);
   // Distances or estimates of a group, bins, top set, drawn positions and weights, logits,
   // histograms and bin weights.
-  const size_t per_scan = cfg.rank_key_bits > 0 ? sizeof(float) : sizeof(uint16_t);
+  const size_t per_scan = cfg.rank_key_bits > 0 ? sizeof(int32_t) : sizeof(uint16_t);
   const size_t per_thread = n * (a.group * per_scan + sizeof(uint16_t) + 4 * sizeof(float)) +
                             2 * kBins * sizeof(uint32_t) + kBins * sizeof(double);
   return a.sparse_heads * per_head + a.threads * per_thread;

@@ -1,10 +1,9 @@
 // MagicPIG with ranked keys (Config::rank_bits > 0 or rank_key_bits > 0): the sampler that
 // replaces the ">= threshold collisions in L tables" rule. Each offloaded key is centred and
-// stored in a small ranking code: a B-bit SimHash code (rank_bits), or the key quantised to 4 or
-// 8 bits a dimension (rank_key_bits: Q4_0 / Q8_0 blocks after scaling every dimension to unit
-// spread, the query scaled inversely, so q . k is unchanged). A query estimates every key's
-// centred logit from its code (|k - mean| * cos(pi * hamming / B), or the quantised dot
-// product), keeps the top ceil(budget * n_prompt) keys exactly (picked by a histogram of the
+// stored in a small ranking code: a B-bit SimHash code (rank_bits), or the key quantised to 4
+// bits a dimension on a per-dimension grid (rank_key_bits, lsh/key_codes.h). A query estimates
+// every key's centred logit from its code (|k - mean| * cos(pi * hamming / B), or the dot product
+// with the dequantised key), keeps the top ceil(budget * n_prompt) keys exactly (picked by a histogram of the
 // estimates: ties at the cut go in position order) and draws ceil(tail * n_prompt) more from the
 // others by systematic sampling in proportion to their estimated softmax weights mixed with a
 // uniform share, each draw weighted by 1 / (draws * probability) (vAttention's deterministic
@@ -13,7 +12,7 @@
 // attention: the tail's sums are unbiased for any sampling weights, so the estimate's bias is
 // the ratio estimator's, O(1 / tail keys), and a key in the top set is read exactly however
 // wide its angle. Cost: the top set and the tail are the keys read; the codes scanned are
-// B / 8 bytes a key, or 18 / 34 bytes per 32 dimensions (reported apart, docs/quality.md).
+// B / 8 bytes a key, or head_dim / 2 (reported apart, docs/quality.md).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,8 +21,8 @@
 #include "attention/kernels/exact_rows.h"
 #include "attention/layered_policy.h"
 #include "attention/lsh/rank_codes.h"
+#include "attention/lsh/key_codes.h"
 #include "attention/offload.h"
-#include "common/dtype.h"
 
 namespace mp::attn {
 
@@ -64,8 +63,7 @@ class MagicPigRanked : public LayeredPolicy {
     float max_norm = 0;
     // By code index: offloaded prompt keys, then hashed generated ones; one of the two.
     lsh::RankCodes codes;         // SimHash codes (rank_bits)
-    std::vector<uint8_t> qkeys;   // quantised keys (rank_key_bits): rows of key_row_bytes_
-    std::vector<float> spread;    // [head_dim]: RMS of each centred dimension; qkeys hold (k - mean) / spread
+    lsh::KeyCodes kcodes;         // 4-bit keys (rank_key_bits)
     int64_t size() const { return static_cast<int64_t>(key_norm.size()); }
   };
   struct LayerState : OffloadSpan {
@@ -84,7 +82,9 @@ class MagicPigRanked : public LayeredPolicy {
     std::vector<uint64_t> qcodes;     // [G][W]
     std::vector<uint16_t> hash, dist;  // hashing scratch; distances [G][n]
     std::vector<uint16_t> bins;        // one head's estimate bins
-    std::vector<float> qs, est;        // quantised-key ranking: queries times spread [G][d], estimates [G][n]
+    std::vector<int8_t> q8;            // 4-bit keys: the G queries times the grid steps, as int8 [G][d]
+    std::vector<float> q8_scale, q8_offset;  // [G]: estimate = scale * dot + offset
+    std::vector<int32_t> dots;         // [G][n]
     std::vector<double> bin_w;         // the tail's sampling weight of one key in each bin
     std::vector<float> s, acc;         // its drawn keys' logits; the group's accumulators [G][d]
     std::vector<float> acc_sampled;    // one head's drawn part [d], merged into acc
@@ -107,8 +107,7 @@ class MagicPigRanked : public LayeredPolicy {
                     int64_t* keys_read, Scratch& s);
 
   Isa isa_ = Isa::Scalar;
-  DType key_code_type_ = DType::F32;  // Q4_0 / Q8_0 when ranking by quantised keys
-  size_t key_row_bytes_ = 0;
+  bool key_codes_ = false;  // ranking by 4-bit keys
   std::shared_ptr<const lsh::Projection> proj_;  // immutable: shared by clones
   std::vector<float> cos_of_distance_;           // [B + 1]: cos(pi * d / B)
   std::vector<LayerState> layers_;

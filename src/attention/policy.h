@@ -40,9 +40,8 @@ struct Config {
   // code (a multiple of 64); it keeps the top `budget` of prompt keys by estimated logit and
   // samples `tail` of them from the rest. 0: the collision-threshold sampler (K, L, threshold).
   int rank_bits = 0;
-  // When > 0 (4 or 8), the ranked sampler ranks by the keys quantised to this many bits a
-  // dimension (Q4_0 / Q8_0 blocks of the centred keys, each dimension scaled to unit spread)
-  // instead of SimHash codes; rank_bits is then unused.
+  // When 4, the ranked sampler ranks by the centred keys quantised to 4 bits a dimension
+  // (lsh/key_codes.h) instead of SimHash codes; rank_bits is then unused.
   int rank_key_bits = 0;
   double tail = 0.01;
   // exact part (magicpig, quest, streaming)

@@ -37,9 +37,9 @@ const ParamDesc kLshSeed{"seed", "lsh_seed", ParamType::Seed, 0, 0, "seed of the
 const ParamDesc kRankBits{"bits", "rank_bits", ParamType::Int, 0, 4096,
                           "bits of each key's ranking code, a multiple of 64 (0: sample by collision threshold)", true,
                           MP_INT_FIELD(rank_bits)};
-const ParamDesc kRankKeyBits{"key-bits", "rank_key_bits", ParamType::Int, 0, 8,
-                             "bits per dimension of the quantised keys that rank the keys, 4 or 8 (0: SimHash codes "
-                             "of `bits` bits)",
+const ParamDesc kRankKeyBits{"key-bits", "rank_key_bits", ParamType::Int, 0, 4,
+                             "bits per dimension of the quantised keys that rank the keys: 4 (0: SimHash codes of "
+                             "`bits` bits)",
                              true, MP_INT_FIELD(rank_key_bits)};
 const ParamDesc kTail{"tail", "tail", ParamType::Fraction, 0, 1,
                       "fraction of prompt keys sampled beyond the ranked top set, by estimated weight (ranked "

@@ -39,10 +39,9 @@ Config keyed_config(int key_bits, double budget, double tail, uint64_t seed) {
   return c;
 }
 
-// The ranking codes every test runs: SimHash codes of `bits` bits, 4-bit and 8-bit keys.
+// The ranking codes every test runs: SimHash codes of `bits` bits and 4-bit keys.
 std::vector<Config> code_kinds(int bits, double budget, double tail, uint64_t seed) {
-  return {ranked_config(bits, budget, tail, seed), keyed_config(4, budget, tail, seed),
-          keyed_config(8, budget, tail, seed)};
+  return {ranked_config(bits, budget, tail, seed), keyed_config(4, budget, tail, seed)};
 }
 
 // Exact softmax attention of query row q over KV head h, positions [0, n), in double; z: its
@@ -285,10 +284,10 @@ TEST(MagicPigRanked, RefusesBitsThatAreNotWholeWords) {
   const HeadShape shape{1, 1, 1, 64, {}, 0};
   EXPECT_THROW(make_sequence_attention(ranked_config(100, 0.02, 0.01, 1), shape), Error);
   EXPECT_NO_THROW(make_sequence_attention(ranked_config(64, 0.02, 0.01, 1), shape));
-  // Key bits are 4 or 8, and the quantised blocks need head_dim a multiple of 32.
-  EXPECT_THROW(make_sequence_attention(keyed_config(5, 0.02, 0.01, 1), shape), Error);
-  EXPECT_THROW(make_sequence_attention(keyed_config(4, 0.02, 0.01, 1), HeadShape{1, 1, 1, 48, {}, 0}), Error);
-  EXPECT_NO_THROW(make_sequence_attention(keyed_config(8, 0.02, 0.01, 1), shape));
+  // Key bits are 4, and the code tiles take head_dim in chunks of 8.
+  EXPECT_THROW(make_sequence_attention(keyed_config(3, 0.02, 0.01, 1), shape), Error);
+  EXPECT_THROW(make_sequence_attention(keyed_config(4, 0.02, 0.01, 1), HeadShape{1, 1, 1, 44, {}, 0}), Error);
+  EXPECT_NO_THROW(make_sequence_attention(keyed_config(4, 0.02, 0.01, 1), HeadShape{1, 1, 1, 48, {}, 0}));
 }
 
 }  // namespace
