@@ -6,7 +6,7 @@
 #   scripts/calibrate_models.sh [MODEL...]     # smollm2 qwen0.5b qwen1.5b gemma3; default: those fetched
 #
 # The sampler is ranked MagicPIG (docs/attention.md "Ranked sampling") ranking by keys quantised
-# to 4 bits a dimension (scanning them reads 18 of every 128 bytes dense reads), the top 3% of
+# to 4 bits a dimension (scanning them reads 1/8 of the bytes dense reads), the top 3% of
 # prompt keys and a 1% importance-sampled tail, chosen on calibration-seed RULER runs and the
 # KJV calibration text (docs/quality.md). Calibration then measures
 # every sparse head with that sampler and makes exact the heads that still miss needle mass,

@@ -217,10 +217,13 @@ void MagicPigRanked::draw(const LayerState& st, const HeadState& hs, float q_sca
     int b_max = cut;
     while (b_max > 0 && h[b_max] == 0) --b_max;
     const double per_bin = to_bin > 0 ? kTailTemper * static_cast<double>(q_scaled) / to_bin : 0.0;
+    // exp(per_bin * (b - b_max)) by one multiplication a bin, downward from b_max (an exp per
+    // bin cost more than the rest of a short context's draw).
     s.bin_w.assign(kBins, 0.0);
-    double z = 0;
-    for (int b = 0; b <= b_max; ++b)
-      if (h[b] > 0) z += h[b] * (s.bin_w[b] = std::exp(per_bin * (b - b_max)));
+    const double ratio = std::exp(-per_bin);
+    double z = 0, e = 1.0;
+    for (int b = b_max; b >= 0; --b, e *= ratio)
+      if (h[b] > 0) z += h[b] * (s.bin_w[b] = e);
     const double uniform = kTailUniform / static_cast<double>(rest);
     for (int b = 0; b <= b_max; ++b) s.bin_w[b] = (1.0 - kTailUniform) * s.bin_w[b] / z + uniform;
     step = 1.0 / static_cast<double>(tail);
