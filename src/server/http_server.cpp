@@ -23,7 +23,8 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kJson = "application/json";
-// How often a handler with nothing to write asks its socket whether the client is still there.
+// How often a handler that has not written its reply's end asks its socket whether the client is
+// still there.
 constexpr std::chrono::milliseconds kWatchPeriod{100};
 
 void send_error(httplib::Response& res, const ApiError& e) {
@@ -54,6 +55,18 @@ struct Stream {
   bool first = true, include_usage = false, logprobs = false;
   size_t text_offset = 0;
   std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_watch{};  // the socket's last check (none yet)
+
+  // Whether the client hung up, asked of the socket at most once per kWatchPeriod whether or
+  // not events arrived in between: a decoding request receives one every engine turn (a few
+  // milliseconds with a small model), so asking only when a wait came back empty would never
+  // ask while it decodes, and a whole reply would run to its end for nobody.
+  bool client_left() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_watch < kWatchPeriod) return false;
+    last_watch = now;
+    return watch.client_gone();
+  }
 };
 
 }  // namespace
@@ -175,7 +188,7 @@ struct HttpServer::Impl {
         std::vector<Event> evs;
         st->h->pop(evs, kWatchPeriod);
         if (evs.empty()) {
-          if (!st->watch.client_gone()) continue;
+          if (!st->client_left()) continue;
           abandon(*st);
           return client_gone(res);
         }
@@ -209,6 +222,12 @@ struct HttpServer::Impl {
           toks.insert(toks.end(), ev.tokens.begin(), ev.tokens.end());
         }
         if (ev.kind == Event::Kind::Done) {
+          // The client may have left after the last check: then nobody reads the reply, and
+          // it counts as a lost client like one noticed a turn earlier.
+          if (st.watch.client_gone()) {
+            abandon(st);
+            return client_gone(res);
+          }
           const json lp = st.logprobs ? logprobs_json(toks, model.tokenizer, st.meta.chat) : json(nullptr);
           res.set_content(dump(full_response(st.meta, text, ev.finish_reason, ev.usage, lp)), kJson);
           return;
@@ -217,7 +236,7 @@ struct HttpServer::Impl {
       st.pending.clear();
       st.h->pop(st.pending, kWatchPeriod);
       // A whole reply writes nothing until its end: ask the socket whether anyone still waits.
-      if (st.pending.empty() && st.watch.client_gone()) {
+      if (st.client_left()) {
         abandon(st);
         return client_gone(res);
       }
@@ -246,6 +265,10 @@ struct HttpServer::Impl {
               ok = event(stream_chunk(st->meta, ev.text, lp, "", st->first));
               st->first = false;
             } else if (ev.kind == Event::Kind::Done) {
+              if (st->watch.client_gone()) {  // as for a whole reply: nobody reads the end
+                abandon(*st);
+                return false;
+              }
               json last = stream_chunk(st->meta, "", nullptr, ev.finish_reason, st->first);
               last["usage"] = usage_json(ev.usage);
               ok = event(last) && (!st->include_usage || event(usage_chunk(st->meta, ev.usage))) && send("data: [DONE]\n\n");
@@ -261,10 +284,11 @@ struct HttpServer::Impl {
               return false;
             }
           }
-          // While nothing is produced (a long prefill) the socket says whether the client
-          // left; a comment line now and then covers a connection whose hang-up the socket does
-          // not show (a proxy in between keeps it open): that write fails.
-          if (evs.empty() && st->watch.client_gone()) {
+          // The socket says whether the client left, also while nothing is written (a long
+          // prefill) and before a write fails (the first write after the peer's close still
+          // succeeds); a comment line now and then covers a connection whose hang-up the socket
+          // does not show (a proxy in between keeps it open): that write fails.
+          if (st->client_left()) {
             abandon(*st);
             return false;
           }

@@ -93,6 +93,48 @@ std::string run_client(int port, const Plan& p, Clock::time_point t0) {
   return got;
 }
 
+// A non-streamed request that is decoding receives a token every engine turn, so its handler is
+// never idle for a whole watch period; it must still ask the socket, or it decodes to the end for
+// nobody (on an idle machine a turn of the in-repo model takes a few milliseconds).
+TEST(LostClients, WholeRequestDecodingNoticesItsClientLeaving) {
+  server::ServerOptions o;
+  o.n_parallel = 1;
+  o.memory_limit = size_t(1) << 30;
+  TestServer srv(o);
+  auto cli = srv.client();
+  auto metrics = [&] { return cli.Get("/metrics")->body; };
+
+  const int fd = connect_loopback(srv.port());
+  ASSERT_GE(fd, 0);
+  const std::string req =
+      http_post("/v1/completions", R"({"prompt": "Once upon a time", "ignore_eos": true, "max_tokens": 4000})");
+  ASSERT_EQ(send(fd, req.data(), req.size(), MSG_NOSIGNAL), ssize_t(req.size()));
+  // Hang up once it is decoding, far from its end (4,000 tokens).
+  const auto decoding_by = Clock::now() + std::chrono::seconds(60);
+  while (metric(metrics(), "magicpig_generated_tokens_total") < 20 && Clock::now() < decoding_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  close(fd);
+  const double at_close = metric(metrics(), "magicpig_generated_tokens_total");
+  ASSERT_GE(at_close, 20);
+
+  const auto deadline = Clock::now() + std::chrono::seconds(30);
+  double active = -1, reserved = -1, gone = -1;
+  while (Clock::now() < deadline) {
+    const std::string m = metrics();
+    active = metric(m, "magicpig_active_sequences");
+    reserved = metric(m, "magicpig_memory_reserved_bytes");
+    gone = metric(m, "magicpig_client_disconnects_total");
+    if (active == 0 && reserved == 0 && gone == 1) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(gone, 1) << metrics();
+  EXPECT_EQ(active, 0);
+  EXPECT_EQ(reserved, 0);
+  const std::string m = metrics();
+  EXPECT_LT(metric(m, "magicpig_generated_tokens_total"), 4000) << "it decoded to its end for nobody";
+  EXPECT_EQ(m.find(R"(magicpig_requests_total{endpoint="/v1/completions",status="200"})"), std::string::npos) << m;
+}
+
 TEST(LostClients, HundredClientsHangingUpAtRandomLeaveNoWorkBehind) {
   server::ServerOptions o;
   o.n_parallel = 4;
