@@ -1,5 +1,7 @@
-// Writes the fuzzers' starting corpora: make_seeds DIR (GGUF files for fuzz_gguf) or
-// make_seeds --tokenizer DIR (texts for fuzz_tokenizer).
+// Writes the fuzzers' starting corpora: make_seeds DIR (GGUF files for fuzz_gguf),
+// make_seeds --tokenizer DIR (texts for fuzz_tokenizer) or make_seeds --server DIR (raw HTTP
+// requests for fuzz_server_request: the malformed battery of tests/server/ and valid requests;
+// fuzz/run.sh adds the real OpenAI client's requests from fuzz/seeds/server/).
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
@@ -8,6 +10,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
+#include "server/bad_request_cases.h"
 
 using namespace mp;
 using namespace mp::gguf;
@@ -134,12 +137,51 @@ void write_model_seeds(const std::string& dir) {
   write_bytes(dir + "/truncated.gguf", cut);
 }
 
+std::string http_request(const std::string& method, const std::string& path, const std::string& content_type,
+                         const std::string& body, const std::string& auth = "Bearer test-key") {
+  std::string r = method + " " + path + " HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n";
+  if (!auth.empty()) r += "Authorization: " + auth + "\r\n";
+  if (!content_type.empty()) r += "Content-Type: " + content_type + "\r\n";
+  return r + "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n" + body;
+}
+
+int write_server_seeds(const std::string& dir) {
+  std::vector<std::pair<std::string, std::string>> seeds;
+  int n = 0;
+  for (const mp::test::BadCase& c : mp::test::bad_request_cases())
+    seeds.emplace_back("bad" + std::to_string(n++), http_request("POST", c.path, c.content_type, c.body));
+  const char* J = "application/json";
+  const std::string chat = R"({"messages": [{"role": "system", "content": "Be brief."}, )"
+                           R"({"role": "user", "content": "Name three rivers."}], "max_tokens": 16})";
+  seeds.emplace_back("ok_completion", http_request("POST", "/v1/completions", J,
+                                                   R"({"prompt": "Once upon a time", "max_tokens": 3, "temperature": 0})"));
+  seeds.emplace_back("ok_chat", http_request("POST", "/v1/chat/completions", J, chat));
+  seeds.emplace_back("ok_charset", http_request("POST", "/v1/chat/completions", "application/json; charset=utf-8", chat));
+  seeds.emplace_back("ok_policy", http_request("POST", "/v1/completions", J,
+                                               R"({"prompt": [1, 2, 3], "max_tokens": 2, "stream": true, )"
+                                               R"("magicpig": {"attn": "quest", "page-size": 16, "dense_layers": [0]}})"));
+  seeds.emplace_back("no_key", http_request("POST", "/v1/completions", J, R"({"prompt": "x"})", ""));
+  seeds.emplace_back("wrong_key", http_request("POST", "/v1/completions", J, R"({"prompt": "x"})", "Bearer nope"));
+  seeds.emplace_back("models", http_request("GET", "/v1/models", "", ""));
+  for (const auto& [name, bytes] : seeds) {
+    const std::string path = dir + "/" + name + ".http";
+    std::ofstream out(path, std::ios::binary);
+    out << bytes;
+    if (!out) {
+      std::fprintf(stderr, "make_seeds: cannot write %s\n", path.c_str());
+      return 1;
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc == 3 && std::strcmp(argv[1], "--tokenizer") == 0) return write_tokenizer_seeds(argv[2]);
+  if (argc == 3 && std::strcmp(argv[1], "--server") == 0) return write_server_seeds(argv[2]);
   if (argc != 2) {
-    std::fprintf(stderr, "usage: make_seeds DIR | make_seeds --tokenizer DIR\n");
+    std::fprintf(stderr, "usage: make_seeds DIR | make_seeds --tokenizer DIR | make_seeds --server DIR\n");
     return 2;
   }
   const std::string dir = argv[1];

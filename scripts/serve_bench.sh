@@ -6,6 +6,7 @@
 #   scripts/serve_bench.sh [MODEL] [DURATION]     (default: SmolLM2 from the cache, 60 s)
 # llama-server is built from the same llama.cpp source by scripts/build_peer.sh --server; without
 # it only magicpig's rows are printed. SERVE_BENCH_ONLY=llama runs only llama-server's rows.
+# SERVE_BENCH_ONLY=poisson runs only the open-loop traffic test (scripts/serve_traffic.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CACHE="${MAGICPIG_CACHE:-$HOME/.cache/magicpig}"
@@ -22,6 +23,7 @@ export OMP_WAIT_POLICY=passive
 wait_up() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/health" >/dev/null 2>&1 && return 0; sleep 0.5; done; return 1; }
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
+if [ "${SERVE_BENCH_ONLY:-}" = poisson ]; then exec scripts/serve_traffic.sh "$MODEL"; fi
 echo "# serve_bench $(date -u +%F) $(nproc) cores, model $(basename "$MODEL"), $THREADS threads, -np $NP"
 [ "${SERVE_BENCH_ONLY:-}" = llama ] || for attn in dense magicpig; do
   build/bin/magicpig serve -m "$MODEL" --port $PORT -t $THREADS -np $NP -c $CTX --attn $attn 2>/tmp/serve_bench_mp.log &

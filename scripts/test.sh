@@ -25,7 +25,7 @@ if [ "${MAGICPIG_SKIP_SANITIZE:-0}" != "1" ]; then
     -E "MemoryStaysFlatOverAThousandRequests|server_load_test"
 fi
 # A short libFuzzer run over the GGUF parser (longer runs: fuzz/run.sh SECONDS), then a few
-# thousand inputs over the tokenizers, one vocabulary of each kind that setup.sh fetches (in CI
+# thousand inputs over the tokenizers and over the server's request path, one vocabulary of each kind that setup.sh fetches (in CI
 # all must be there; elsewhere a missing one is skipped).
 if [ "${MAGICPIG_SKIP_FUZZ:-0}" != "1" ]; then
   fuzz/run.sh "${MAGICPIG_FUZZ_SECONDS:-30}"
@@ -33,5 +33,9 @@ if [ "${MAGICPIG_SKIP_FUZZ:-0}" != "1" ]; then
   [ "${MAGICPIG_REQUIRE_PEER:-0}" = "1" ] && opt=""
   MAGICPIG_FUZZ_VOCABS="spm,smollm$opt,qwen2-vocab$opt,llama-bpe$opt,gpt2-default$opt,llama-spm$opt" \
     fuzz/run.sh tokenizer 60 -runs="${MAGICPIG_FUZZ_TOKENIZER_RUNS:-6000}"
+  # The server's request path (headers, JSON bodies, the magicpig extension, chat messages):
+  # a few thousand raw HTTP requests grown from the malformed battery and the OpenAI client's.
+  MAGICPIG_FUZZ_SERVER_MODELS="$PWD/models/default.gguf,${MAGICPIG_CACHE:-$HOME/.cache/magicpig}/models/SmolLM2-135M-Instruct.Q4_1.gguf$opt" \
+    fuzz/run.sh server 60 -runs="${MAGICPIG_FUZZ_SERVER_RUNS:-20000}"
 fi
 echo "test: all passed"

@@ -89,7 +89,10 @@ void quantize_blocks32_symmetric(const float* x, Block* y, int64_t nb, float div
 template <class Block, class ToQuant>
 void quantize_blocks32_with_min(const float* x, Block* y, int64_t nb, float steps, ToQuant to_quant) {
   for (int64_t i = 0; i < nb; ++i, x += kQK) {
-    const auto [lo, hi] = min_max(x, kQK);
+    const auto [lo_, hi] = min_max(x, kQK);
+    // A plain copy for the lambda: clang before 16 cannot capture a structured binding (the
+    // fuzz targets build with clang 14).
+    const float lo = lo_;
     const float d = (hi - lo) / steps;
     const float id = d ? 1.0f / d : 0.0f;
     y[i].d = f32_to_fp16(d);

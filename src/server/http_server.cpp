@@ -9,8 +9,10 @@
 
 #include "common/error.h"
 #include "model/model.h"
+#include "server/connection_watch.h"
 #include "server/openai_json.h"
 #include "server/request.h"
+#include "server/request_intake.h"
 #include "server/scheduler.h"
 #include "tokenizer/tokenizer.h"
 
@@ -21,6 +23,9 @@ using nlohmann::json;
 namespace {
 
 constexpr const char* kJson = "application/json";
+// How often a handler that has not written its reply's end asks its socket whether the client is
+// still there.
+constexpr std::chrono::milliseconds kWatchPeriod{100};
 
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
@@ -43,11 +48,25 @@ int64_t unix_now() {
 // The state a streamed response carries between calls of its content provider.
 struct Stream {
   std::shared_ptr<RequestHandle> h;
+  ConnectionWatch watch;
+  bool abandoned = false;  // the client left: counted once, and nothing more is written
   ResponseMeta meta;
   std::vector<Event> pending;
   bool first = true, include_usage = false, logprobs = false;
   size_t text_offset = 0;
   std::chrono::steady_clock::time_point last_write = std::chrono::steady_clock::now();
+  std::chrono::steady_clock::time_point last_watch{};  // the socket's last check (none yet)
+
+  // Whether the client hung up, asked of the socket at most once per kWatchPeriod whether or
+  // not events arrived in between: a decoding request receives one every engine turn (a few
+  // milliseconds with a small model), so asking only when a wait came back empty would never
+  // ask while it decodes, and a whole reply would run to its end for nobody.
+  bool client_left() {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_watch < kWatchPeriod) return false;
+    last_watch = now;
+    return watch.client_gone();
+  }
 };
 
 }  // namespace
@@ -71,17 +90,19 @@ struct HttpServer::Impl {
     routes();
   }
 
-  bool authorized(const httplib::Request& req) const {
-    if (opt.api_key.empty()) return true;
-    return req.get_header_value("Authorization") == "Bearer " + opt.api_key;
+  // The client of st left (a hang-up seen on its socket, or a failed write): the engine drops
+  // the request at its next turn, queued or running, and frees what it reserved.
+  void abandon(Stream& st) {
+    st.h->cancel();
+    if (!st.abandoned) metrics.count_client_gone();
+    st.abandoned = true;
   }
 
   void routes() {
     http.set_pre_routing_handler([this](const httplib::Request& req, httplib::Response& res) {
       const bool protected_path = req.path.rfind("/v1/", 0) == 0 || req.path == "/metrics";
-      if (protected_path && !authorized(req)) {
-        send_error(res, ApiError(401, "missing or invalid API key (send \"Authorization: Bearer KEY\")", "",
-                                 "invalid_api_key", "authentication_error"));
+      if (protected_path && !authorized(req.get_header_value("Authorization"), opt.api_key)) {
+        send_error(res, unauthorized());
         return httplib::Server::HandlerResponse::Handled;
       }
       return httplib::Server::HandlerResponse::Unhandled;
@@ -153,28 +174,24 @@ struct HttpServer::Impl {
 
   void generate(const httplib::Request& req, httplib::Response& res, bool chat) {
     try {
-      const std::string ctype = req.get_header_value("Content-Type");
-      if (ctype.rfind(kJson, 0) != 0)
-        throw ApiError(415, "Content-Type must be application/json, got '" + ctype + "'", "", "unsupported_media_type");
-      if (req.body.empty()) throw bad_request("", "the request body is empty");
-      json body;
-      try {
-        body = json::parse(req.body);
-      } catch (const json::exception& e) {
-        throw bad_request("", std::string("the request body is not valid JSON: ") + e.what());
-      }
-      GenerationRequest gr = chat ? parse_chat_request(body, model, opt) : parse_completion_request(body, model, opt);
+      GenerationRequest gr = read_generation_request(req.get_header_value("Content-Type"), req.body, chat, model, opt);
       auto st = std::make_shared<Stream>();
       st->meta = {random_id(chat ? "chatcmpl-" : "cmpl-"), unix_now(), opt.model_id, chat};
       st->include_usage = gr.include_usage;
       st->logprobs = gr.logprobs >= 0;
+      st->watch = ConnectionWatch::find(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
       const bool stream = gr.stream;
       st->h = scheduler->submit(std::move(gr));
       // Wait until the request holds a sequence (or was refused): the status line depends on it.
+      // Until then nothing is written, so only the socket itself can tell that the client left.
       for (;;) {
         std::vector<Event> evs;
-        st->h->pop(evs, std::chrono::milliseconds(200));
-        if (evs.empty()) continue;
+        st->h->pop(evs, kWatchPeriod);
+        if (evs.empty()) {
+          if (!st->client_left()) continue;
+          abandon(*st);
+          return client_gone(res);
+        }
         if (evs.front().kind == Event::Kind::Failed) throw *evs.front().error;
         st->pending.assign(std::make_move_iterator(evs.begin() + 1), std::make_move_iterator(evs.end()));
         break;
@@ -188,6 +205,12 @@ struct HttpServer::Impl {
     }
   }
 
+  // The answer to a request whose client is gone: nobody reads it, but the log and
+  // magicpig_requests_total say what happened (499, nginx's "client closed request").
+  static void client_gone(httplib::Response& res) {
+    res.status = 499;
+  }
+
   void respond_whole(httplib::Response& res, Stream& st) {
     std::string text;
     std::vector<TokenLogprob> toks;
@@ -199,13 +222,24 @@ struct HttpServer::Impl {
           toks.insert(toks.end(), ev.tokens.begin(), ev.tokens.end());
         }
         if (ev.kind == Event::Kind::Done) {
+          // The client may have left after the last check: then nobody reads the reply, and
+          // it counts as a lost client like one noticed a turn earlier.
+          if (st.watch.client_gone()) {
+            abandon(st);
+            return client_gone(res);
+          }
           const json lp = st.logprobs ? logprobs_json(toks, model.tokenizer, st.meta.chat) : json(nullptr);
           res.set_content(dump(full_response(st.meta, text, ev.finish_reason, ev.usage, lp)), kJson);
           return;
         }
       }
       st.pending.clear();
-      st.h->pop(st.pending, std::chrono::milliseconds(500));
+      st.h->pop(st.pending, kWatchPeriod);
+      // A whole reply writes nothing until its end: ask the socket whether anyone still waits.
+      if (st.client_left()) {
+        abandon(st);
+        return client_gone(res);
+      }
     }
   }
 
@@ -219,7 +253,7 @@ struct HttpServer::Impl {
             return sink.write(payload.data(), payload.size());
           };
           auto event = [&](const json& j) { return send("data: " + dump(j) + "\n\n"); };
-          if (st->pending.empty()) st->h->pop(st->pending, std::chrono::milliseconds(250));
+          if (st->pending.empty()) st->h->pop(st->pending, kWatchPeriod);
           std::vector<Event> evs;
           evs.swap(st->pending);
           for (Event& ev : evs) {
@@ -231,6 +265,10 @@ struct HttpServer::Impl {
               ok = event(stream_chunk(st->meta, ev.text, lp, "", st->first));
               st->first = false;
             } else if (ev.kind == Event::Kind::Done) {
+              if (st->watch.client_gone()) {  // as for a whole reply: nobody reads the end
+                abandon(*st);
+                return false;
+              }
               json last = stream_chunk(st->meta, "", nullptr, ev.finish_reason, st->first);
               last["usage"] = usage_json(ev.usage);
               ok = event(last) && (!st->include_usage || event(usage_chunk(st->meta, ev.usage))) && send("data: [DONE]\n\n");
@@ -242,20 +280,26 @@ struct HttpServer::Impl {
               return ok;
             }
             if (!ok) {
-              st->h->cancel();
+              abandon(*st);
               return false;
             }
           }
-          // A comment line now and then while nothing is produced: a client that left is
-          // noticed (the write fails) even before the next token.
+          // The socket says whether the client left, also while nothing is written (a long
+          // prefill) and before a write fails (the first write after the peer's close still
+          // succeeds); a comment line now and then covers a connection whose hang-up the socket
+          // does not show (a proxy in between keeps it open): that write fails.
+          if (st->client_left()) {
+            abandon(*st);
+            return false;
+          }
           if (std::chrono::steady_clock::now() - st->last_write > std::chrono::seconds(1) && !send(":\n\n")) {
-            st->h->cancel();
+            abandon(*st);
             return false;
           }
           return true;
         },
-        [st](bool success) {
-          if (!success) st->h->cancel();
+        [this, st](bool success) {
+          if (!success) abandon(*st);
         });
   }
 };

@@ -57,6 +57,9 @@ std::string Metrics::render(const Gauges& g) const {
   line(o, "magicpig_prompt_tokens_cached_total %lld", (long long)cached_tokens_.load());
   help(o, "magicpig_generated_tokens_total", "counter", "tokens generated");
   line(o, "magicpig_generated_tokens_total %lld", (long long)generated_tokens_.load());
+  help(o, "magicpig_client_disconnects_total", "counter",
+       "requests whose client left before the reply was complete (queued, prefilling or decoding)");
+  line(o, "magicpig_client_disconnects_total %lld", (long long)clients_gone_.load());
   help(o, "magicpig_queue_depth", "gauge", "requests waiting for a sequence slot");
   line(o, "magicpig_queue_depth %lld", (long long)g.queue_depth);
   help(o, "magicpig_active_sequences", "gauge", "sequences prefilling or decoding");

@@ -65,7 +65,7 @@ struct Scheduler::Slot {
 
 Scheduler::Scheduler(const Model& model, const ServerOptions& opt, Metrics& metrics)
     : model_(model), opt_(opt), metrics_(metrics), budget_(std::make_shared<MemoryBudget>(opt.memory_limit)),
-      prefix_cache_(opt.prefix_cache_bytes) {
+      prefix_cache_(opt.prefix_cache_bytes), prefill_gate_(opt.prefill_share) {
   thread_ = std::thread([this] { run(); });
 }
 
@@ -181,15 +181,19 @@ void Scheduler::finish(Slot& s, const std::string& reason) {
   s.done = true;
 }
 
-bool Scheduler::prefill_one_chunk(std::vector<std::unique_ptr<Slot>>& slots) {
+bool Scheduler::prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budget) {
+  bool worked = false;
   for (auto& sp : slots) {
+    if (budget <= 0) break;
     Slot& s = *sp;
     if (s.decoding || s.done) continue;
+    worked = true;
     try {
-      const size_t n = std::min(s.req.prompt.size() - s.prompt_done, size_t(std::max(opt_.prefill_chunk, 1)));
+      const size_t n = std::min(s.req.prompt.size() - s.prompt_done, size_t(budget));
       if (n > 0) {
         s.seq->prefill(std::span(s.req.prompt).subspan(s.prompt_done, n));
         s.prompt_done += n;
+        budget -= int64_t(n);
       }
       if (s.prompt_done == s.req.prompt.size()) {
         if (int64_t(s.prompt_done) > s.cached) prefix_cache_.save(*s.seq);
@@ -202,9 +206,10 @@ bool Scheduler::prefill_one_chunk(std::vector<std::unique_ptr<Slot>>& slots) {
       s.h->push(failed(500, std::string("prefill failed: ") + e.what()));
       s.done = true;
     }
-    return true;
+    // The fixed-chunk schedule of prefill_share 0 serves one prompt per turn, as before.
+    if (opt_.prefill_share <= 0) break;
   }
-  return false;
+  return worked;
 }
 
 bool Scheduler::decode_step(std::vector<std::unique_ptr<Slot>>& slots) {
@@ -217,6 +222,7 @@ bool Scheduler::decode_step(std::vector<std::unique_ptr<Slot>>& slots) {
       tokens.push_back(sp->pending);
       members.push_back(sp.get());
     }
+  last_step_s_ = 0;
   if (members.empty()) return false;
   const auto t0 = Clock::now();
   try {
@@ -229,7 +235,9 @@ bool Scheduler::decode_step(std::vector<std::unique_ptr<Slot>>& slots) {
     for (Slot* s : members) batch.remove(*s->seq);
     return true;
   }
-  metrics_.add_decode_step(int64_t(members.size()), std::chrono::duration<double>(Clock::now() - t0).count());
+  const double step_s = std::chrono::duration<double>(Clock::now() - t0).count();
+  last_step_s_ = step_s;
+  metrics_.add_decode_step(int64_t(members.size()), step_s);
   for (Slot* s : members) {
     batch.remove(*s->seq);
     s->pending = -1;
@@ -245,12 +253,32 @@ void Scheduler::run() {
     {
       std::lock_guard<std::mutex> lk(mu_);
       if (stopping_) break;
+      // A queued request whose client left goes now, not when it reaches the queue's head: it
+      // must not hold a queue place (429 for others) nor count in queue_depth.
+      std::erase_if(queue_, [](const auto& q) { return q.second->cancelled(); });
+      queue_depth_.store(int64_t(queue_.size()));
     }
     admit(slots);
     for (auto& s : slots)
       if (!s->done && s->h->cancelled()) s->done = true;  // the client went away: free it now
-    bool worked = prefill_one_chunk(slots);
-    worked = decode_step(slots) || worked;
+    bool worked;
+    if (opt_.prefill_share > 0) {
+      // Every decoding sequence's next token first; then a chunk of prompt tokens when the
+      // prefill-time credit the decode steps earned allows it (prefill_gate.h).
+      // A prompt refused this turn waits behind a decode step, so the loop stays busy; with no
+      // prompt and no stream it waits for work below.
+      worked = decode_step(slots);
+      const bool waiting =
+          std::any_of(slots.begin(), slots.end(), [](const auto& s) { return !s->decoding && !s->done; });
+      if (prefill_gate_.allow(waiting, last_step_s_)) {
+        const auto t0 = Clock::now();
+        worked = prefill(slots, std::max(opt_.prefill_chunk, 1)) || worked;
+        prefill_gate_.spent(std::chrono::duration<double>(Clock::now() - t0).count());
+      }
+    } else {
+      worked = prefill(slots, std::max(opt_.prefill_chunk, 1));
+      worked = decode_step(slots) || worked;
+    }
     std::erase_if(slots, [](const std::unique_ptr<Slot>& s) { return s->done; });
     active_.store(int64_t(slots.size()));
     if (!worked) {

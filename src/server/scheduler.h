@@ -2,9 +2,11 @@
 //   1. admits queued requests while fewer than n_parallel sequences are live: each reserves
 //      its KV cache and policy structures from the shared MemoryBudget (503 + Retry-After when
 //      they do not fit) and starts from the longest prefix the PrefixCache holds;
-//   2. prefills one chunk (prefill_chunk tokens) of the oldest request still prefilling, so a
-//      long prompt never stalls the running streams for more than one chunk;
-//   3. decodes one token for every sequence past its prompt, in one batched forward pass.
+//   2. decodes one token for every sequence past its prompt, in one batched forward pass;
+//   3. prefills up to prefill_chunk prompt tokens, oldest request first, when the turn may:
+//      always when nothing decodes; else when the prefill-time credit the decode steps earn
+//      (prefill_share of each step's time) allows, so prefill takes at most share / (1 + share)
+//      of the time while streams decode and their time per token stays near (1 + share) steps.
 // Sequences leave as soon as they finish or their client cancels, freeing their memory.
 #pragma once
 #include <atomic>
@@ -17,6 +19,7 @@
 #include "engine/memory_budget.h"
 #include "server/engine.h"
 #include "server/metrics.h"
+#include "server/prefill_gate.h"
 #include "server/prefix_cache.h"
 #include "server/request.h"
 #include "server/request_handle.h"
@@ -44,7 +47,9 @@ class Scheduler final : public Engine {
   struct Slot;
   void run();
   void admit(std::vector<std::unique_ptr<Slot>>& slots);
-  bool prefill_one_chunk(std::vector<std::unique_ptr<Slot>>& slots);
+  // Prefills up to `budget` prompt tokens, oldest request first (several prompts when they
+  // fit); a prompt that completes samples its first token. True if any prompt was pending.
+  bool prefill(std::vector<std::unique_ptr<Slot>>& slots, int64_t budget);
   bool decode_step(std::vector<std::unique_ptr<Slot>>& slots);
   void emit_token(Slot& s, int32_t tok);
   void finish(Slot& s, const std::string& reason);
@@ -60,6 +65,10 @@ class Scheduler final : public Engine {
   std::deque<std::pair<GenerationRequest, std::shared_ptr<RequestHandle>>> queue_;
   bool stopping_ = false;
   std::atomic<int64_t> queue_depth_{0}, active_{0};
+  // Engine thread only: this turn's decode step time (0: nothing decoded), and the gate it
+  // feeds (prefill_share > 0).
+  double last_step_s_ = 0;
+  PrefillGate prefill_gate_;
   std::thread thread_;
 };
 

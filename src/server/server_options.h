@@ -17,7 +17,11 @@ struct ServerOptions {
   int64_t n_ctx = 0;           // largest context per request; 0: the model's training context
   DType kv_type = DType::BF16;
   int n_threads = 2;
-  int prefill_chunk = 256;     // prompt tokens per engine step, between decode steps
+  int prefill_chunk = 256;     // most prompt tokens one engine turn prefills
+  // While sequences decode, prefill may take this many times the decode steps' time (so a
+  // stream's time per token stays near (1 + share) x the step's; docs/server.md "How requests
+  // run"). 0: a prefill_chunk every turn, before the decode step (the schedule before it).
+  double prefill_share = 1.0;
   attn::Config attention;      // policy of requests that name none
   std::string api_key;         // non-empty: /v1/* and /metrics need "Authorization: Bearer KEY"
   size_t max_body_bytes = size_t(8) << 20;

@@ -25,7 +25,7 @@ class TestServer {
   explicit TestServer(server::ServerOptions opt = {}) {
     opt.host = "127.0.0.1";
     opt.port = 0;
-    opt.n_threads = 2;
+    if (opt.n_threads <= 0) opt.n_threads = 2;
     http_ = std::make_unique<server::HttpServer>(tiny_model(), opt);
     port_ = http_->bind();
     thread_ = std::thread([this] { http_->listen(); });

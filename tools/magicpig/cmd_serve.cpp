@@ -34,6 +34,10 @@ int cmd_serve(int argc, char** argv) {
           [&](const std::string& v) { so.api_key = v; });
   a.value({"--prefill-chunk"}, "N", "prompt tokens prefilled between two decode steps (default 256)",
           [&](const std::string& v) { so.prefill_chunk = int(parse_int("--prefill-chunk", v, 1, 1 << 20)); });
+  a.value({"--prefill-share"}, "X",
+          "while streams decode, prefill takes at most X times the decode steps' time (default 1: a stream's "
+          "time per token about 2x its step; 0: a --prefill-chunk every turn)",
+          [&](const std::string& v) { so.prefill_share = parse_real("--prefill-share", v, 0, 100); });
   a.value({"--cache-ram"}, "MIB", "in-memory prefix cache size in MiB (default 256; 0: off)",
           [&](const std::string& v) { so.prefix_cache_bytes = size_t(parse_int("--cache-ram", v, 0, 1 << 24)) << 20; });
   a.value({"--mem-limit"}, "MIB", "memory all sequences may reserve, in MiB (default: the memory available at start)",

@@ -6,16 +6,27 @@
 //   serve-bench --port 8080 -f book.txt --prompt-chars 16000 -n 32 --clients 1,4,8 --duration 20
 // Exits 1 when any request failed. --arrival: the gap test instead. One stream decodes; after 1 s a second request with the long
 // prompt arrives; reports the longest gap between two tokens of the first stream.
+// --poisson RATE: open-loop traffic instead. Requests arrive as a Poisson process of RATE per
+// second for --duration seconds (a pool of --clients connections, the first value; an arrival
+// waits for a free one), each with a prompt of L tokens drawn from a bounded Pareto
+// distribution on [--prompt-min, --prompt-max] with shape --pareto-alpha (long-tailed: most
+// prompts short, a few near the maximum), realized as L x --chars-per-token characters of the
+// text (the table reports the server's own token counts). First one request alone gives the
+// idle time per output token; then the table: TTFT, TPOT and inter-token gap percentiles,
+// output and prompt throughput.
 #include <httplib.h>
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <iterator>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <thread>
 #include <vector>
@@ -36,6 +47,10 @@ struct Options {
   json extra = json::object();  // merged into every request body
   std::string label = "server";
   bool arrival = false;
+  double poisson_rate = 0;  // requests per second; 0: the closed-loop load test
+  int prompt_min = 100, prompt_max = 8000;
+  double pareto_alpha = 0.5, chars_per_token = 4.0;
+  uint64_t seed = 55;
 };
 
 struct Sample {
@@ -100,6 +115,14 @@ Sample run_request(const Options& o, const std::string& prompt, int max_tokens) 
                                                    std::chrono::duration<double, std::milli>(s.ttft_ms))) /
                                 double(s.tokens - 1);
   return s;
+}
+
+// n characters of the text from a position set by k, wrapping around the end.
+std::string slice_chars(const Options& o, uint64_t k, size_t n) {
+  const size_t start = size_t((k * 7919u * 131u) % o.text.size());
+  std::string out;
+  while (out.size() < n) out += o.text.substr(out.empty() ? start : 0, n - out.size());
+  return out;
 }
 
 std::string slice(const Options& o, uint64_t k) {
@@ -168,9 +191,73 @@ void arrival_test(const Options& o) {
               (long long)arriving.prompt_tokens, arriving.ttft_ms);
 }
 
+// Bounded Pareto on [lo, hi] with shape alpha, by inverting its CDF.
+double bounded_pareto(std::mt19937_64& rng, double lo, double hi, double alpha) {
+  const double u = std::uniform_real_distribution<double>(0, 1)(rng);
+  return lo / std::pow(1 - u * (1 - std::pow(lo / hi, alpha)), 1 / alpha);
+}
+
+int poisson_test(const Options& o) {
+  // Idle: one request alone, the time per token a stream gets when nothing else runs.
+  const Sample idle = run_request(o, slice_chars(o, 999, size_t(o.prompt_min * o.chars_per_token)), o.max_tokens);
+  std::mt19937_64 rng(o.seed);
+  std::exponential_distribution<double> gap(o.poisson_rate);
+  const int pool = o.clients.empty() ? 16 : o.clients.front();
+  std::mutex mu;
+  std::condition_variable cv;
+  int in_flight = 0, failed = 0;
+  std::vector<Sample> done;
+  std::vector<std::thread> th;
+  const auto t0 = Clock::now();
+  double at = 0;
+  for (uint64_t k = 0;; ++k) {
+    at += gap(rng);
+    if (at > o.duration_s) break;
+    const auto tokens = size_t(bounded_pareto(rng, o.prompt_min, o.prompt_max, o.pareto_alpha));
+    const std::string prompt = slice_chars(o, k, size_t(double(tokens) * o.chars_per_token));
+    std::this_thread::sleep_until(t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(at)));
+    {
+      std::unique_lock<std::mutex> lk(mu);
+      cv.wait(lk, [&] { return in_flight < pool; });
+      ++in_flight;
+    }
+    th.emplace_back([&, prompt] {
+      Sample s = run_request(o, prompt, o.max_tokens);
+      std::lock_guard<std::mutex> lk(mu);
+      if (s.ok) done.push_back(std::move(s));
+      else ++failed;
+      --in_flight;
+      cv.notify_all();
+    });
+  }
+  for (auto& t : th) t.join();
+  const double wall = ms(Clock::now() - t0) / 1e3;
+  std::vector<double> ttft, tpot, gaps, prompts;
+  int64_t out_tokens = 0, prompt_tokens = 0;
+  for (const Sample& s : done) {
+    ttft.push_back(s.ttft_ms);
+    if (s.tokens > 1) tpot.push_back(s.tpot_ms);
+    gaps.insert(gaps.end(), s.gaps_ms.begin(), s.gaps_ms.end());
+    prompts.push_back(double(s.prompt_tokens));
+    out_tokens += s.tokens;
+    prompt_tokens += s.prompt_tokens;
+  }
+  std::printf("| server | requests | failed | prompt tokens p50 / p99 / max | idle TPOT ms | TTFT p50 ms | TTFT p99 ms | "
+              "TPOT p50 ms | TPOT p99 ms | gap p99 ms | gap max ms | output tok/s | prompt tok/s |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf("| %s | %zu | %d | %.0f / %.0f / %.0f | %.1f | %.0f | %.0f | %.1f | %.1f | %.0f | %.0f | %.2f | %.0f |\n",
+              o.label.c_str(), done.size(), failed, pct(prompts, 50), pct(prompts, 99), pct(prompts, 100), idle.tpot_ms,
+              pct(ttft, 50), pct(ttft, 99), pct(tpot, 50), pct(tpot, 99), pct(gaps, 99), pct(gaps, 100),
+              double(out_tokens) / wall, double(prompt_tokens) / wall);
+  std::fflush(stdout);
+  return failed + (idle.ok ? 0 : 1);
+}
+
 [[noreturn]] void usage_error(const std::string& msg) {
   std::fprintf(stderr, "serve-bench: %s\nusage: serve-bench [--host H] [--port P] -f TEXT [--prompt-chars N] "
-                       "[-n MAX_TOKENS] [--clients 1,4,8] [--duration S] [--extra JSON] [--label NAME] [--arrival]\n",
+                       "[-n MAX_TOKENS] [--clients 1,4,8] [--duration S] [--extra JSON] [--label NAME] [--arrival]\n"
+                       "       [--poisson RATE [--prompt-min 100] [--prompt-max 8000] [--pareto-alpha 0.5] "
+                       "[--chars-per-token 4] [--seed N]]\n",
                msg.c_str());
   std::exit(2);
 }
@@ -196,6 +283,12 @@ int main(int argc, char** argv) {
       else if (a == "--label") o.label = val();
       else if (a == "--arrival") o.arrival = true;
       else if (a == "--extra") o.extra = json::parse(val());
+      else if (a == "--poisson") o.poisson_rate = std::stod(val());
+      else if (a == "--prompt-min") o.prompt_min = std::stoi(val());
+      else if (a == "--prompt-max") o.prompt_max = std::stoi(val());
+      else if (a == "--pareto-alpha") o.pareto_alpha = std::stod(val());
+      else if (a == "--chars-per-token") o.chars_per_token = std::stod(val());
+      else if (a == "--seed") o.seed = std::stoull(val());
       else if (a == "--clients") {
         o.clients.clear();
         std::string v = val();
@@ -213,9 +306,15 @@ int main(int argc, char** argv) {
   std::ifstream in(file, std::ios::binary);
   if (!in) usage_error("cannot read " + file);
   o.text.assign(std::istreambuf_iterator<char>(in), {});
+  if (o.text.empty()) usage_error(file + " is empty");
   if (o.arrival) {
     arrival_test(o);
     return 0;
+  }
+  if (o.poisson_rate > 0) {
+    if (o.prompt_min < 1 || o.prompt_max < o.prompt_min || o.pareto_alpha <= 0 || o.chars_per_token <= 0)
+      usage_error("need 1 <= --prompt-min <= --prompt-max, --pareto-alpha > 0 and --chars-per-token > 0");
+    return poisson_test(o) == 0 ? 0 : 1;
   }
   return load_test(o) == 0 ? 0 : 1;  // a failed request (or a cell with none done) fails the run
 }

@@ -257,3 +257,7 @@ void score_walk_bf16dot_avx512(const Walk& w, const float* q, int d, float* s) {
 }
 
 }  // namespace mp::attn::sampled::detail
+
+#ifdef __clang__
+#pragma clang attribute pop  // the push at the top: clang rejects a translation unit that leaves one open
+#endif
