@@ -71,13 +71,15 @@ MagicPigRanked::MagicPigRanked(const Config& cfg, const HeadShape& shape) : Laye
           "magicpig: ranking by 4-bit keys needs head_dim a multiple of 8, got " + std::to_string(shape.head_dim));
     key_codes_ = true;
   }
-  // Its own seed stream: the ranking projection is not the tables' projection.
-  proj_ = std::make_shared<const lsh::Projection>(lsh::make_rank_projection(
-      shape.head_dim, std::max(1, cfg.rank_bits / 64), cfg.lsh_seed ^ 0x52414e4b45440000ull));
-  const int B = std::max(64, cfg.rank_bits);
-  cos_of_distance_.resize(static_cast<size_t>(B) + 1);
-  for (int d = 0; d <= B; ++d)
-    cos_of_distance_[d] = static_cast<float>(std::cos(std::numbers::pi * static_cast<double>(d) / B));
+  if (!key_codes_) {
+    // Its own seed stream: the ranking projection is not the tables' projection.
+    proj_ = std::make_shared<const lsh::Projection>(
+        lsh::make_rank_projection(shape.head_dim, cfg.rank_bits / 64, cfg.lsh_seed ^ 0x52414e4b45440000ull));
+    const int B = cfg.rank_bits;
+    cos_of_distance_.resize(static_cast<size_t>(B) + 1);
+    for (int d = 0; d <= B; ++d)
+      cos_of_distance_[d] = static_cast<float>(std::cos(std::numbers::pi * static_cast<double>(d) / B));
+  }
   layers_.resize(shape.n_layer);
   recorded_pos_.resize(shape.n_head);
   recorded_logw_.resize(shape.n_head);

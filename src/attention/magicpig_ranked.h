@@ -39,7 +39,6 @@ class MagicPigRanked : public LayeredPolicy {
   int64_t offload_begin(int layer) const { return layers_[layer].off_begin; }
   int64_t offload_end(int layer) const { return layers_[layer].off_end; }
   int64_t hashed_end(int layer) const { return layers_[layer].hashed_end; }
-  const lsh::Projection& projection() const { return *proj_; }
   const std::vector<float>& mean(int layer, int kv_head) const { return layers_[layer].heads[kv_head].mean; }
   // When on, each query head keeps its last step's drawn positions: the top set and the tail,
   // increasing, with the log-weight each got (0 in the top set, ln(1 / (draws * p)) in the tail).
@@ -108,6 +107,7 @@ class MagicPigRanked : public LayeredPolicy {
 
   Isa isa_ = Isa::Scalar;
   bool key_codes_ = false;  // ranking by 4-bit keys
+  // SimHash codes only (null / empty with 4-bit keys).
   std::shared_ptr<const lsh::Projection> proj_;  // immutable: shared by clones
   std::vector<float> cos_of_distance_;           // [B + 1]: cos(pi * d / B)
   std::vector<LayerState> layers_;
