@@ -19,8 +19,9 @@
 #        (a) GPU only: --device cuda --attn dense (weights and all KV on the GPU), then the same
 #            under --gpu-mem-limit 24G (what an RTX 4090 holds; rows that do not fit are
 #            refused with the plan printed)
-#        (b) heterogeneous: --device cuda --attn magicpig (sparse layers' KV and tables on the CPU;
-#            their sinks + local window attended and the query hashed on the GPU)
+#        (b) heterogeneous: --device cuda --attn magicpig --attn-profile none (the collision-
+#            threshold sampler, the one with a GPU split: sparse layers' KV and tables on the
+#            CPU; their sinks + local window attended and the query hashed on the GPU)
 #        (c) CPU only on all cores: --attn dense,magicpig (batch 16 only at the first depth: the
 #            CPU batch copies every sequence's whole KV)
 #   5. bench_attention at 128k context with 2, 8, 16 threads, then the CPU kernel and attention
@@ -102,10 +103,12 @@ if [ -f "$model" ]; then
     step "gpu_dense_d$d" 120 "$BIN/magicpig" bench "${common[@]}" --attn dense -np "$batches" --device cuda
     step "gpu_dense_24g_d$d" 90 "$BIN/magicpig" bench "${common[@]}" --attn dense -np "$batches" --device cuda \
       --gpu-mem-limit 24G
-    step "gpu_magicpig_d$d" 150 "$BIN/magicpig" bench "${common[@]}" --attn magicpig -np "$batches" --device cuda
+    step "gpu_magicpig_d$d" 150 "$BIN/magicpig" bench "${common[@]}" --attn magicpig -np "$batches" --device cuda \
+      --attn-profile none
     cpu_batches=1,4
     [ "$first" = 1 ] && cpu_batches="$batches"
-    step "cpu_d$d" 150 "$BIN/magicpig" bench "${common[@]}" --attn dense,magicpig -np "$cpu_batches"
+    step "cpu_d$d" 150 "$BIN/magicpig" bench "${common[@]}" --attn dense,magicpig -np "$cpu_batches" \
+      --attn-profile none
     first=0
   done
 fi

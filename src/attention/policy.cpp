@@ -49,6 +49,8 @@ void Config::validate(const HeadShape& shape) const {
                                 std::to_string(threshold));
   check(rank_bits % 64 == 0, "rank_bits must be a multiple of 64, got " + std::to_string(rank_bits));
   check(rank_key_bits == 0 || rank_key_bits == 4, "rank_key_bits must be 0 or 4, got " + std::to_string(rank_key_bits));
+  check(rank_key_bits == 0 || shape.head_dim % 8 == 0,
+        "rank_key_bits needs head_dim a multiple of 8, got " + std::to_string(shape.head_dim));
   for (int l : dense_layers)
     check(l >= 0 && l < shape.n_layer, "dense_layers: layer " + std::to_string(l) + " is out of range [0, " +
                                            std::to_string(shape.n_layer) + ")");

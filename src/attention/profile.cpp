@@ -3,6 +3,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "attention/policy_spec.h"
@@ -161,6 +162,19 @@ std::string default_profile_path(const std::string& model_path) {
     if (fs::is_regular_file(p, ec)) return p.string();
   }
   return "";
+}
+
+std::string apply_uncalibrated_setting(Config& c, const HeadShape& shape) {
+  const PolicyDesc* desc = find_policy(c.name);
+  if (!desc || desc->uncalibrated.empty()) return "";
+  Config t = config_from_spec(c.name + ":" + desc->uncalibrated, c);
+  try {
+    t.validate(shape);
+  } catch (const Error&) {
+    return "";
+  }
+  c = std::move(t);
+  return desc->uncalibrated;
 }
 
 }  // namespace mp::attn

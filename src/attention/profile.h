@@ -37,4 +37,10 @@ void check_profile_fits(const Profile& p, const HeadShape& shape, const std::str
 // directory or the executable, as the eval data is). "" when there is none.
 std::string default_profile_path(const std::string& model_path);
 
+// A bare policy entry on a model with no profile of its own: sets c to the policy's registry
+// setting for uncalibrated models (PolicyDesc::uncalibrated) over its other fields, when that
+// setting is valid for this shape. Returns the setting's spec keys, "" when none applied (the
+// policy has none, or the shape refuses it, e.g. 4-bit keys with head_dim 44).
+std::string apply_uncalibrated_setting(Config& c, const HeadShape& shape);
+
 }  // namespace mp::attn

@@ -85,7 +85,13 @@ const std::vector<PolicyDesc>& policy_registry() {
        {&kLshK, &kLshL, &kThreshold, &kRankBits, &kRankKeyBits, &kBudget, &kTail, &kSinks, &kLocal, &kLshSeed},
        [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // the paper's choice
        magicpig_aux_bytes,
-       make_magicpig_attention},
+       make_magicpig_attention,
+       /*exact=*/false,
+       /*merges_by_lse=*/true,
+       /*in_eval_defaults=*/true,
+       // The profiles of all four fetched models chose it for every head (docs/calibration.md);
+       // the Config defaults are the paper's collision-threshold sampler.
+       "key-bits=4:budget=0.03:tail=0.01"},
       {"magicpig-adaptive",
        {&kLshK, &kLshL, &kThreshold, &kEps, &kDelta, &kSinks, &kLocal, &kLshSeed},
        [](int n_layer) { return std::vector<int>{0, n_layer / 2}; },  // magicpig's

@@ -47,6 +47,10 @@ struct PolicyDesc {
   // One of the policies the evals compare when given no list. magicpig-adaptive is not: its
   // cost follows from --eps, so it is compared at an eps someone chose.
   bool in_eval_defaults = true;
+  // Spec keys ("key-bits=4:budget=0.03") that a bare entry of the policy takes on a model with
+  // no calibration profile of its own (profile.h, apply_uncalibrated_setting): the setting
+  // calibration chose on every model it was run on. "": the Config defaults serve.
+  std::string uncalibrated = "";
 };
 
 const std::vector<PolicyDesc>& policy_registry();

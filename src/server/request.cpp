@@ -5,6 +5,7 @@
 #include <limits>
 
 #include "attention/policy_spec.h"
+#include "attention/profile.h"
 #include "common/error.h"
 #include "model/forward.h"
 #include "model/model.h"
@@ -195,6 +196,9 @@ attn::Config parse_attention_extension(const json& ext, const attn::Config& base
     if (name->get<std::string>() != base.name) {
       cfg = attn::Config{};  // the server's parameters belong to its own policy
       cfg.name = name->get<std::string>();
+      // A bare policy takes its setting for uncalibrated models, as `--attn NAME` does on a
+      // model without a profile; keys given start from the Config defaults, as flags do.
+      if (ext.size() == 1 && attn::find_policy(cfg.name)) attn::apply_uncalibrated_setting(cfg, head_shape(model.hp));
     }
   }
   const attn::PolicyDesc* policy = attn::find_policy(cfg.name);

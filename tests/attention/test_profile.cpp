@@ -6,6 +6,7 @@
 #include <fstream>
 #include <string>
 
+#include "attention/magicpig_ranked.h"
 #include "attention/profile.h"
 #include "common/error.h"
 
@@ -119,6 +120,33 @@ TEST(Profile, DefaultProfileIsTheOneBesideTheModel) {
   EXPECT_EQ(default_profile_path(model), "");
   write_profile(model + ".profile.json", sample_profile());
   EXPECT_EQ(default_profile_path(model), model + ".profile.json");
+}
+
+TEST(Profile, ABareMagicpigWithoutAProfileRanksByFourBitKeys) {
+  HeadShape shape;
+  shape.n_layer = 2, shape.n_head = 4, shape.n_kv_head = 2, shape.head_dim = 16;
+  Config c;
+  c.name = "magicpig";
+  c.sinks = 7;  // a field the setting does not name stays
+  EXPECT_EQ(apply_uncalibrated_setting(c, shape), "key-bits=4:budget=0.03:tail=0.01");
+  EXPECT_EQ(c.rank_key_bits, 4);
+  EXPECT_DOUBLE_EQ(c.budget, 0.03);
+  EXPECT_DOUBLE_EQ(c.tail, 0.01);
+  EXPECT_EQ(c.sinks, 7);
+  EXPECT_TRUE(ranked_sampler(c));
+  EXPECT_NE(dynamic_cast<MagicPigRanked*>(make_sequence_attention(c, shape).get()), nullptr);
+  // 4-bit keys need head_dim a multiple of 8: then nothing applies and the collision rule stays.
+  shape.head_dim = 44;
+  Config odd;
+  odd.name = "magicpig";
+  EXPECT_EQ(apply_uncalibrated_setting(odd, shape), "");
+  EXPECT_FALSE(ranked_sampler(odd));
+  EXPECT_NO_THROW(make_sequence_attention(odd, shape));
+  // Policies with no such setting keep the Config defaults.
+  Config topk;
+  topk.name = "topk";
+  EXPECT_EQ(apply_uncalibrated_setting(topk, shape), "");
+  EXPECT_DOUBLE_EQ(topk.budget, Config{}.budget);
 }
 
 }  // namespace

@@ -72,6 +72,18 @@ TEST_F(ProfileCli, TheModelsOwnProfileIsTheDefaultUnlessFlagsOrNoneSayOtherwise)
   EXPECT_EQ(dense.output.find("attention profile "), std::string::npos) << dense.output;
 }
 
+TEST_F(ProfileCli, WithoutAProfileABareMagicpigTakesTheUncalibratedSetting) {
+  const std::string said = "magicpig uses key-bits=4:budget=0.03:tail=0.01";
+  const test::CommandResult bare = run("--attn magicpig");
+  ASSERT_EQ(bare.exit_code, 0) << bare.output;
+  EXPECT_NE(bare.output.find(said), std::string::npos) << bare.output;
+  for (const std::string extra : {"--attn magicpig -K 8", "--attn magicpig --attn-profile none", "--attn topk"}) {
+    const test::CommandResult r = run(extra);
+    ASSERT_EQ(r.exit_code, 0) << extra << "\n" << r.output;
+    EXPECT_EQ(r.output.find("key-bits=4"), std::string::npos) << extra << "\n" << r.output;
+  }
+}
+
 TEST_F(ProfileCli, WhatCannotApplyIsAnErrorNamingTheFile) {
   const std::string p = dir.file("p.json");
   attn::write_profile(p, profile_for_random_model(2));

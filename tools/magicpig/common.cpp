@@ -156,7 +156,10 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name, ProfileChoi
   if (profile)
     a.value({"--attn-profile"}, "FILE|none",
             "calibration profile of the attention policy (docs/calibration.md); default: the model's own "
-            "(MODEL.gguf.profile.json or models/profiles/), unless parameter flags are given",
+            "(MODEL.gguf.profile.json or models/profiles/), else magicpig's setting for uncalibrated models (" +
+                attn::policy_desc("magicpig").uncalibrated +
+                "), unless parameter flags are given; none: the flags' values and their defaults (magicpig: the "
+                "collision-threshold sampler)",
             [profile](const std::string& v) {
               check(!v.empty(), "--attn-profile needs a file or none");
               profile->choice = v;

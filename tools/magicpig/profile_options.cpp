@@ -57,11 +57,21 @@ std::string apply_attention_profile(attn::Config& c, const ProfileChoice& p, con
   std::string path;
   const std::optional<attn::Profile> prof = profile_for(c, p, model_path, shape, &path);
   if (!prof) {
-    if (c.name == "magicpig" && !attn::ranked_sampler(c) && p.choice.empty() && p.flags.empty())
-      std::fprintf(stderr,
-                   "note: no attention profile for this model: magicpig samples by collision threshold, which "
-                   "misses wide-angle keys on real models (docs/quality.md); --rank-key-bits 4 ranks by "
-                   "quantised keys, and `magicpig calibrate` writes a profile (docs/calibration.md)\n");
+    // A bare policy on a model with no profile: the registry's setting for uncalibrated models.
+    if (p.choice.empty() && p.flags.empty()) {
+      const std::string setting = attn::apply_uncalibrated_setting(c, shape);
+      if (!setting.empty())
+        std::fprintf(stderr,
+                     "note: no attention profile for this model: %s uses %s, the setting calibration chose on every "
+                     "fetched model; `magicpig calibrate` writes this model's own (docs/calibration.md)\n",
+                     c.name.c_str(), setting.c_str());
+      else if (c.name == "magicpig" && !attn::ranked_sampler(c))
+        std::fprintf(stderr,
+                     "note: no attention profile for this model, and its head_dim of %d admits no ranking by 4-bit "
+                     "keys: magicpig samples by collision threshold, which misses wide-angle keys on real models "
+                     "(docs/quality.md)\n",
+                     shape.head_dim);
+    }
     return "";
   }
   const bool insert_generated = c.insert_generated;
