@@ -157,22 +157,23 @@ void MagicPigRanked::check_attend(int layer, const KvView& kv) const {
   if (!is_dense(layer)) layers_[layer].check_view(layer, kv);
 }
 
-void MagicPigRanked::bin_estimates(const HeadState& hs, int g, float q_norm, Scratch& s) const {
+void MagicPigRanked::bin_estimates(const HeadState& hs, int hq, float q_norm, Scratch& s) const {
   const int64_t n = hs.size();
   s.bins.resize(static_cast<size_t>(n));
   // Bins of the estimated centred logits (up to |q| / sqrt(d), the same for every key) over
   // [0, max |k - mean|]: the top set lies above 0 unless the budget is most of the keys, and
   // then bin 0 takes the rest in position order.
   const float to_bin = hs.max_norm > 0 ? static_cast<float>(kBins) / hs.max_norm : 0.0f;
+  const size_t row = static_cast<size_t>(hq) * static_cast<size_t>(scan_.stride);
   if (!key_codes_) {
-    lsh::estimate_bins(s.dist.data() + static_cast<size_t>(g) * n, hs.key_norm.data(), n, cos_of_distance_.data(),
-                       to_bin, kBins - 1, s.bins.data(), isa_);
+    lsh::estimate_bins(scan_.dist.data() + row, hs.key_norm.data(), n, cos_of_distance_.data(), to_bin, kBins - 1,
+                       s.bins.data(), isa_);
     return;
   }
   // scale * dot + offset estimates q . (k - mean); divided by |q| it is |k - mean| cos.
-  const int32_t* dots = s.dots.data() + static_cast<size_t>(g) * n;
+  const int32_t* dots = scan_.dots.data() + row;
   const float f = q_norm > 0 ? to_bin / q_norm : 0.0f, hi = static_cast<float>(kBins - 1);
-  const float a = s.q8_scale[g] * f, c = s.q8_offset[g] * f;
+  const float a = scan_.q8_scale[hq] * f, c = scan_.q8_offset[hq] * f;
   for (int64_t i = 0; i < n; ++i) {
     float b = static_cast<float>(dots[i]) * a + c;
     b = b > 0.0f ? b : 0.0f;  // also NaN -> 0
@@ -267,24 +268,23 @@ double MagicPigRanked::draw_probability(int layer, int head, int64_t pos) const 
   return i >= 0 && i < static_cast<int64_t>(recorded_prob_[head].size()) ? recorded_prob_[head][i] : 0.0;
 }
 
-void MagicPigRanked::attend_group(int layer, const LayerState& st, const KvView& kv, int kvh, const float* q,
-                                  float* out, int64_t* keys_read, Scratch& s) {
+void MagicPigRanked::scan_group(const LayerState& st, const KvView& kv, int kvh, const float* q, Scratch& s) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, W = cfg_.rank_bits / 64;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const HeadState& hs = st.heads[kvh];
   const int64_t n = hs.size();
+  const size_t h0 = static_cast<size_t>(kvh) * G;
   // Exact part of all G heads in one pass per range.
-  s.st.assign(G, PartialSoftmax{});
-  s.acc.assign(static_cast<size_t>(G) * d, 0.0f);
+  PartialSoftmax* ps = scan_.st.data() + h0;
+  float* acc = scan_.acc.data() + h0 * d;
   const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
   for (const auto& r : ranges)
-    if (r[1] > r[0]) attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, s.st.data(), s.acc.data(), s.rows, isa_);
+    if (r[1] > r[0]) attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, ps, acc, s.rows, isa_);
   // Every code against the G queries, read once for the group.
+  const size_t row0 = h0 * static_cast<size_t>(scan_.stride);
   if (key_codes_) {
     // q . (k - mean) ~ sum_i q_i lo_i + sum_i (q_i step_i) c_i, the second sum in int8 x 4 bits.
     s.q8.resize(static_cast<size_t>(G) * d);
-    s.q8_scale.resize(G);
-    s.q8_offset.resize(G);
     const std::vector<float>&lo = hs.kcodes.lo(), &step = hs.kcodes.step();
     for (int g = 0; g < G; ++g) {
       const float* qg = q + static_cast<size_t>(g) * d;
@@ -293,56 +293,66 @@ void MagicPigRanked::attend_group(int layer, const LayerState& st, const KvView&
       for (int i = 0; i < d; ++i) amax = std::max(amax, std::abs(qg[i] * step[i])), offset += double(qg[i]) * lo[i];
       const float sc = amax > 0 ? amax / 127.0f : 1.0f;
       for (int i = 0; i < d; ++i) s.q8[g * d + i] = static_cast<int8_t>(std::lrint(qg[i] * step[i] / sc));
-      s.q8_scale[g] = sc;
-      s.q8_offset[g] = static_cast<float>(offset);
+      scan_.q8_scale[h0 + g] = sc;
+      scan_.q8_offset[h0 + g] = static_cast<float>(offset);
     }
-    s.dots.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
-    lsh::key_code_dots(hs.kcodes, s.q8.data(), G, s.dots.data(), n, isa_);
+    // Rows of stride `scan_.stride` >= n: the kernel writes G rows of n, one after another.
+    if (scan_.stride == n) {
+      lsh::key_code_dots(hs.kcodes, s.q8.data(), G, scan_.dots.data() + row0, n, isa_);
+    } else {
+      s.dots.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
+      lsh::key_code_dots(hs.kcodes, s.q8.data(), G, s.dots.data(), n, isa_);
+      for (int g = 0; g < G; ++g)
+        std::copy_n(s.dots.data() + g * n, n, scan_.dots.data() + row0 + static_cast<size_t>(g) * scan_.stride);
+    }
   } else {
     s.qcodes.resize(static_cast<size_t>(G) * W);
     lsh::rank_codes_of_rows(*proj_, q, G, d, s.qcodes.data(), s.hash, isa_);
     s.dist.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
     lsh::hamming_distances(hs.codes, s.qcodes.data(), G, s.dist.data(), n, isa_);
+    for (int g = 0; g < G; ++g)
+      std::copy_n(s.dist.data() + g * n, n, scan_.dist.data() + row0 + static_cast<size_t>(g) * scan_.stride);
   }
-  s.acc_sampled.resize(static_cast<size_t>(d));
-  float* acc_sampled = s.acc_sampled.data();
-  for (int g = 0; g < G; ++g) {
-    const int hq = kvh * G + g;
-    const uint64_t key = cfg_.lsh_seed ^ (static_cast<uint64_t>(layer) << 48) ^ (static_cast<uint64_t>(hq) << 32) ^
-                         static_cast<uint64_t>(kv.n_tokens);
-    const float* qg = q + static_cast<size_t>(g) * d;
-    const float q_norm = l2_norm(qg, d);
-    bin_estimates(hs, g, q_norm, s);
-    draw(st, hs, scale * q_norm, key, s);
-    const int64_t m = static_cast<int64_t>(s.pos.size());
-    if (record_) {
-      recorded_pos_[hq] = s.pos;
-      recorded_logw_[hq] = s.logw;
-      recorded_prob_[hq] = s.prob;
-      recorded_layer_ = layer;
-    }
-    // Cost counts prompt keys only; drawn generated tokens are not part of it.
-    keys_read[g] = std::lower_bound(s.pos.begin(), s.pos.end(), static_cast<uint32_t>(st.n_prompt)) - s.pos.begin();
-    if (m == 0) continue;
+}
+
+void MagicPigRanked::attend_head(int layer, const LayerState& st, const KvView& kv, int hq, const float* qh,
+                                 float* out, int64_t* keys_read, Scratch& s) {
+  const int d = shape_.head_dim, kvh = hq / (shape_.n_head / shape_.n_kv_head);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  const HeadState& hs = st.heads[kvh];
+  const uint64_t key = cfg_.lsh_seed ^ (static_cast<uint64_t>(layer) << 48) ^ (static_cast<uint64_t>(hq) << 32) ^
+                       static_cast<uint64_t>(kv.n_tokens);
+  const float q_norm = l2_norm(qh, d);
+  bin_estimates(hs, hq, q_norm, s);
+  draw(st, hs, scale * q_norm, key, s);
+  const int64_t m = static_cast<int64_t>(s.pos.size());
+  if (record_) {
+    recorded_pos_[hq] = s.pos;
+    recorded_logw_[hq] = s.logw;
+    recorded_prob_[hq] = s.prob;
+  }
+  // Cost counts prompt keys only; drawn generated tokens are not part of it.
+  *keys_read = std::lower_bound(s.pos.begin(), s.pos.end(), static_cast<uint32_t>(st.n_prompt)) - s.pos.begin();
+  PartialSoftmax& exact = scan_.st[hq];
+  float* acc = scan_.acc.data() + static_cast<size_t>(hq) * d;
+  if (m > 0) {
     sampled::Walk walk;
     walk.pos = s.pos.data();
     walk.n = m;
     walk.base = kv.key(kvh, 0);
     s.s.resize(static_cast<size_t>(m));
-    sampled::score_walk(kv.dtype, walk, qg, d, s.s.data(), isa_);
+    sampled::score_walk(kv.dtype, walk, qh, d, s.s.data(), isa_);
     for (int64_t i = 0; i < m; ++i) s.s[i] = s.s[i] * scale + s.logw[i];
     PartialSoftmax ps;
     ps.m = blk::max_of(s.s.data(), static_cast<int>(m));
     ps.l = blk::exp_shift_sum(s.s.data(), static_cast<int>(m), ps.m, isa_);
     walk.base = kv.value(kvh, 0);
-    std::fill(acc_sampled, acc_sampled + d, 0.0f);
-    sampled::accumulate_walk(kv.dtype, walk, s.s.data(), d, acc_sampled, isa_);
-    merge_partial_softmax(s.st[g], s.acc.data() + static_cast<size_t>(g) * d, ps, acc_sampled, d);
+    s.acc_sampled.assign(static_cast<size_t>(d), 0.0f);
+    sampled::accumulate_walk(kv.dtype, walk, s.s.data(), d, s.acc_sampled.data(), isa_);
+    merge_partial_softmax(exact, acc, ps, s.acc_sampled.data(), d);
   }
-  for (int g = 0; g < G; ++g) {
-    finish_partial_softmax(s.st[g], s.acc.data() + static_cast<size_t>(g) * d, out + static_cast<size_t>(g) * d, d);
-    report_lse(kvh * G + g, s.st[g]);
-  }
+  finish_partial_softmax(exact, acc, out, d);
+  report_lse(hq, exact);
 }
 
 void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
@@ -355,26 +365,49 @@ void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, 
   }
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
-  const int n_kv = shape_.n_kv_head, G = shape_.n_head / n_kv;
-  const int64_t gd = static_cast<int64_t>(G) * shape_.head_dim;
+  const int H = shape_.n_head, n_kv = shape_.n_kv_head, G = H / n_kv, d = shape_.head_dim;
+  int64_t n_max = 1;
+  for (const HeadState& hs : st.heads) n_max = std::max(n_max, hs.size());
+  scan_.stride = n_max;
+  const size_t cells = static_cast<size_t>(H) * static_cast<size_t>(n_max);
+  if (key_codes_) {
+    if (scan_.dots.size() < cells) scan_.dots.resize(cells);
+  } else if (scan_.dist.size() < cells) {
+    scan_.dist.resize(cells);
+  }
+  scan_.q8_scale.resize(H);
+  scan_.q8_offset.resize(H);
+  scan_.st.assign(H, PartialSoftmax{});
+  scan_.acc.assign(static_cast<size_t>(H) * d, 0.0f);
   if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
-#pragma omp parallel num_threads(std::min(n_threads, n_kv))
+  // Two phases, so every thread works even with fewer KV heads than threads (Gemma 3 has one,
+  // SmolLM2 three): each group's codes are scanned once (one task a KV head), then each query
+  // head draws and walks its keys (one task a query head). An exact head's output is
+  // LayeredPolicy's dense attention: nothing to scan or draw for it.
+#pragma omp parallel num_threads(n_threads)
   {
     Scratch& s = scratch_[omp_get_thread_num()];
 #pragma omp for schedule(static)
     for (int kvh = 0; kvh < n_kv; ++kvh) {
-      // An exact head's output is LayeredPolicy's dense attention: nothing to draw for it.
       if (has_exact_head_[layer] && is_exact_head(layer, kvh)) continue;
-      attend_group(layer, st, kv, kvh, q + kvh * gd, out + kvh * gd, keys_read + kvh * G, s);
+      scan_group(st, kv, kvh, q + static_cast<size_t>(kvh) * G * d, s);
+    }
+#pragma omp for schedule(static)
+    for (int hq = 0; hq < H; ++hq) {
+      if (has_exact_head_[layer] && is_exact_head(layer, hq / G)) continue;
+      attend_head(layer, st, kv, hq, q + static_cast<size_t>(hq) * d, out + static_cast<size_t>(hq) * d,
+                  keys_read + hq, s);
     }
   }
+  if (record_) recorded_layer_ = layer;
   const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
-  for (int h = 0; h < shape_.n_head; ++h) keys_read[h] += exact_prompt;
+  for (int h = 0; h < H; ++h) keys_read[h] += exact_prompt;
 }
 
 std::unique_ptr<SequenceAttention> MagicPigRanked::clone() const {
   auto c = std::make_unique<MagicPigRanked>(*this);
   c->scratch_.clear();
+  c->scan_ = StepScan{};
   return c;
 }
 
@@ -399,12 +432,14 @@ size_t magicpig_ranked_aux_bytes(const Config& cfg, const AuxDims& a) {
                                                   : blocks * lsh::RankCodes::kBlock * words * sizeof(uint64_t);
   // Codes, key norms (vectors grow by up to 2x while decoding), the centring mean and the grid.
   const size_t per_head = 2 * (code_bytes + n * sizeof(float)) + 2 * d * sizeof(float);
-  // Distances or estimates of a group, bins, top set, drawn positions and weights, logits,
-  // histograms and bin weights.
+  // A step's scan (every query head's distances or estimates, shared by the threads); per
+  // thread a group's scan, bins, top set, drawn positions and weights, logits, histograms and
+  // bin weights.
   const size_t per_scan = cfg.rank_key_bits > 0 ? sizeof(int32_t) : sizeof(uint16_t);
+  const size_t step_scan = n * a.n_head * per_scan;
   const size_t per_thread = n * (a.group * per_scan + sizeof(uint16_t) + 4 * sizeof(float)) +
                             2 * kBins * sizeof(uint32_t) + kBins * sizeof(double);
-  return a.sparse_heads * per_head + a.threads * per_thread;
+  return a.sparse_heads * per_head + step_scan + a.threads * per_thread;
 }
 
 }  // namespace mp::attn

@@ -82,28 +82,39 @@ class MagicPigRanked : public LayeredPolicy {
     std::vector<uint16_t> hash, dist;  // hashing scratch; distances [G][n]
     std::vector<uint16_t> bins;        // one head's estimate bins
     std::vector<int8_t> q8;            // 4-bit keys: the G queries times the grid steps, as int8 [G][d]
-    std::vector<float> q8_scale, q8_offset;  // [G]: estimate = scale * dot + offset
-    std::vector<int32_t> dots;         // [G][n]
+    std::vector<int32_t> dots;         // [G][n] when the step's rows are longer than n
     std::vector<double> bin_w;         // the tail's sampling weight of one key in each bin
-    std::vector<float> s, acc;         // its drawn keys' logits; the group's accumulators [G][d]
-    std::vector<float> acc_sampled;    // one head's drawn part [d], merged into acc
+    std::vector<float> s;              // one head's drawn keys' logits
+    std::vector<float> acc_sampled;    // one head's drawn part [d], merged into its accumulator
     std::vector<uint32_t> pos;         // its drawn positions
     std::vector<float> logw;           // and their log-weights
     std::vector<float> prob;           // when recording: each code's probability of being read
     std::vector<uint32_t> hist;
-    std::vector<PartialSoftmax> st;
     RowsScratch rows;
+  };
+  // One step of one layer, shared by the threads: each group's scan (scan_group, a task per KV
+  // head) by query head, read by that head's draw and walk (attend_head, a task per query head).
+  struct StepScan {
+    int64_t stride = 0;                      // row length: the layer's largest code count
+    std::vector<int32_t> dots;               // 4-bit keys: [n_head][stride] integer dots
+    std::vector<uint16_t> dist;              // SimHash: [n_head][stride] Hamming distances
+    std::vector<float> q8_scale, q8_offset;  // [n_head]: estimate = scale * dot + offset
+    std::vector<PartialSoftmax> st;          // [n_head]: the exact part, then the drawn keys merged
+    std::vector<float> acc;                  // [n_head][head_dim] accumulators
   };
 
   void hash_keys(LayerState& st, const KvView& kv, int h, int64_t begin, int64_t end);
   void insert_generated(LayerState& st, const KvView& kv, int n_threads);
-  // One query head's estimate bins into s.bins from the group's scan (g-th query).
-  void bin_estimates(const HeadState& hs, int g, float q_norm, Scratch& s) const;
+  // Query head hq's estimate bins into s.bins from its row of the step's scan.
+  void bin_estimates(const HeadState& hs, int hq, float q_norm, Scratch& s) const;
   // The drawn keys of one query head into s.pos / s.logw from its bins s.bins; q_scaled =
   // |q| / sqrt(head_dim) turns a bin into an estimated logit.
   void draw(const LayerState& st, const HeadState& hs, float q_scaled, uint64_t rng_key, Scratch& s) const;
-  void attend_group(int layer, const LayerState& st, const KvView& kv, int kvh, const float* q, float* out,
-                    int64_t* keys_read, Scratch& s);
+  // KV head kvh's exact part and code scan for its G queries q [G][head_dim], into scan_.
+  void scan_group(const LayerState& st, const KvView& kv, int kvh, const float* q, Scratch& s);
+  // Query head hq's draw and walk, merged with its exact part: out [head_dim], its lse, its cost.
+  void attend_head(int layer, const LayerState& st, const KvView& kv, int hq, const float* qh, float* out,
+                   int64_t* keys_read, Scratch& s);
 
   Isa isa_ = Isa::Scalar;
   bool key_codes_ = false;  // ranking by 4-bit keys
@@ -112,6 +123,7 @@ class MagicPigRanked : public LayeredPolicy {
   std::vector<float> cos_of_distance_;           // [B + 1]: cos(pi * d / B)
   std::vector<LayerState> layers_;
   std::vector<Scratch> scratch_;
+  StepScan scan_;
   SumReducer reduce_;
   bool record_ = false;
   std::vector<std::vector<uint32_t>> recorded_pos_;

@@ -87,6 +87,7 @@ size_t aux_bytes_estimate(const Config& cfg, const HeadShape& shape, int64_t n_c
   dims.d = static_cast<size_t>(shape.head_dim);
   dims.threads = static_cast<size_t>(std::max(1, n_threads));
   dims.group = static_cast<size_t>(std::max(1, shape.n_head / shape.n_kv_head));
+  dims.n_head = static_cast<size_t>(std::max(1, shape.n_head));
   dims.sparse_heads = static_cast<size_t>(std::max<int64_t>(0, shape.n_layer - n_dense)) *
                       static_cast<size_t>(shape.n_kv_head);
   return policy->aux_bytes(cfg, dims);

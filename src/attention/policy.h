@@ -163,7 +163,7 @@ class SequenceAttention {
 // Dimensions the memory estimates work from: n context positions, head_dim d, decode threads,
 // the GQA group and the (layer, KV head) pairs of the sparse layers.
 struct AuxDims {
-  size_t n = 0, d = 0, threads = 1, group = 1, sparse_heads = 0;
+  size_t n = 0, d = 0, threads = 1, group = 1, sparse_heads = 0, n_head = 1;
 };
 
 std::unique_ptr<SequenceAttention> make_sequence_attention(const Config& cfg, const HeadShape& shape);

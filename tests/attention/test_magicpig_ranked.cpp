@@ -106,6 +106,48 @@ TEST(MagicPigRanked, WholePromptInTheTopSetIsExactAttention) {
   }
 }
 
+// The step runs a task per KV head (the scan), then a task per query head (draw and walk), so
+// that fewer KV heads than threads still use every thread: the output, its LSE and the cost are
+// the same bits at any thread count, with one, three and four KV heads (Gemma 3, SmolLM2, GQA 4).
+TEST(MagicPigRanked, AnyThreadCountGivesTheSameBits) {
+  for (const Config& cfg : code_kinds(128, 0.05, 0.02, 3))
+  for (const int n_kv : {1, 3, 4}) {
+    SCOPED_TRACE("key bits " + std::to_string(cfg.rank_key_bits) + ", KV heads " + std::to_string(n_kv));
+    const int G = n_kv == 1 ? 4 : 3, d = 64, H = n_kv * G;
+    const int64_t n_prompt = 700;
+    const HeadShape shape{1, H, n_kv, d, {}, 0};
+    std::vector<std::vector<float>> outs, lses;
+    std::vector<double> costs;
+    for (const int threads : {1, 2, 3, 5}) {
+      pigtest::Seq seq(1, n_kv, d, n_prompt + 8, DType::BF16, pigtest::gaussian_rows(5, 0.5f, 0.6f));
+      seq.grow(n_prompt);
+      seq.cache->mark_prompt_end();
+      MagicPigRanked pig(cfg, shape);
+      KvView v = seq.cache->view(0);
+      pig.prefill_done(0, v, threads);
+      std::mt19937_64 rng(8);
+      std::normal_distribution<float> nd;
+      std::vector<float> q(static_cast<size_t>(H) * d), out(q.size()), lse(H), all_out, all_lse;
+      for (int step = 0; step < 4; ++step) {
+        seq.grow(n_prompt + step + 1);
+        for (float& x : q) x = nd(rng);
+        pig.attend_with_lse(0, seq.cache->view(0), q.data(), out.data(), lse.data(), threads);
+        all_out.insert(all_out.end(), out.begin(), out.end());
+        all_lse.insert(all_lse.end(), lse.begin(), lse.end());
+      }
+      outs.push_back(all_out);
+      lses.push_back(all_lse);
+      costs.push_back(pig.cost().keys_read);
+      EXPECT_LT(pig.cost().fraction(), 0.5);  // it sampled: the test compares draws, not exact attention
+    }
+    for (size_t i = 1; i < outs.size(); ++i) {
+      EXPECT_EQ(outs[i], outs[0]) << "thread count #" << i;
+      EXPECT_EQ(lses[i], lses[0]) << "thread count #" << i;
+      EXPECT_EQ(costs[i], costs[0]) << "thread count #" << i;
+    }
+  }
+}
+
 // The estimated normaliser sum over the exact part and the drawn keys of exp(logit + log-weight)
 // averages to the exact one over draws: the tail's weights make it unbiased whatever the top
 // set and whatever the code's estimates. Also checks the draw's sizes and that the uniform share
