@@ -296,22 +296,11 @@ void MagicPigRanked::scan_group(const LayerState& st, const KvView& kv, int kvh,
       scan_.q8_scale[h0 + g] = sc;
       scan_.q8_offset[h0 + g] = static_cast<float>(offset);
     }
-    // Rows of stride `scan_.stride` >= n: the kernel writes G rows of n, one after another.
-    if (scan_.stride == n) {
-      lsh::key_code_dots(hs.kcodes, s.q8.data(), G, scan_.dots.data() + row0, n, isa_);
-    } else {
-      s.dots.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
-      lsh::key_code_dots(hs.kcodes, s.q8.data(), G, s.dots.data(), n, isa_);
-      for (int g = 0; g < G; ++g)
-        std::copy_n(s.dots.data() + g * n, n, scan_.dots.data() + row0 + static_cast<size_t>(g) * scan_.stride);
-    }
+    lsh::key_code_dots(hs.kcodes, s.q8.data(), G, scan_.dots.data() + row0, n, isa_);
   } else {
     s.qcodes.resize(static_cast<size_t>(G) * W);
     lsh::rank_codes_of_rows(*proj_, q, G, d, s.qcodes.data(), s.hash, isa_);
-    s.dist.resize(static_cast<size_t>(G) * static_cast<size_t>(std::max<int64_t>(n, 1)));
-    lsh::hamming_distances(hs.codes, s.qcodes.data(), G, s.dist.data(), n, isa_);
-    for (int g = 0; g < G; ++g)
-      std::copy_n(s.dist.data() + g * n, n, scan_.dist.data() + row0 + static_cast<size_t>(g) * scan_.stride);
+    lsh::hamming_distances(hs.codes, s.qcodes.data(), G, scan_.dist.data() + row0, n, isa_);
   }
 }
 
@@ -366,10 +355,10 @@ void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, 
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
   const int H = shape_.n_head, n_kv = shape_.n_kv_head, G = H / n_kv, d = shape_.head_dim;
-  int64_t n_max = 1;
-  for (const HeadState& hs : st.heads) n_max = std::max(n_max, hs.size());
-  scan_.stride = n_max;
-  const size_t cells = static_cast<size_t>(H) * static_cast<size_t>(n_max);
+  // Every KV head of a layer codes the same positions, so a group's G rows of n follow each
+  // other in the step buffer as the scan kernels write them.
+  scan_.stride = std::max<int64_t>(st.heads[0].size(), 1);
+  const size_t cells = static_cast<size_t>(H) * static_cast<size_t>(scan_.stride);
   if (key_codes_) {
     if (scan_.dots.size() < cells) scan_.dots.resize(cells);
   } else if (scan_.dist.size() < cells) {
@@ -433,11 +422,11 @@ size_t magicpig_ranked_aux_bytes(const Config& cfg, const AuxDims& a) {
   // Codes, key norms (vectors grow by up to 2x while decoding), the centring mean and the grid.
   const size_t per_head = 2 * (code_bytes + n * sizeof(float)) + 2 * d * sizeof(float);
   // A step's scan (every query head's distances or estimates, shared by the threads); per
-  // thread a group's scan, bins, top set, drawn positions and weights, logits, histograms and
+  // thread one head's bins, top set, drawn positions and weights, logits, histograms and
   // bin weights.
   const size_t per_scan = cfg.rank_key_bits > 0 ? sizeof(int32_t) : sizeof(uint16_t);
   const size_t step_scan = n * a.n_head * per_scan;
-  const size_t per_thread = n * (a.group * per_scan + sizeof(uint16_t) + 4 * sizeof(float)) +
+  const size_t per_thread = n * (sizeof(uint16_t) + 4 * sizeof(float)) +
                             2 * kBins * sizeof(uint32_t) + kBins * sizeof(double);
   return a.sparse_heads * per_head + step_scan + a.threads * per_thread;
 }

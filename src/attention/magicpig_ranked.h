@@ -79,10 +79,9 @@ class MagicPigRanked : public LayeredPolicy {
   };
   struct Scratch {
     std::vector<uint64_t> qcodes;     // [G][W]
-    std::vector<uint16_t> hash, dist;  // hashing scratch; distances [G][n]
+    std::vector<uint16_t> hash;        // hashing scratch
     std::vector<uint16_t> bins;        // one head's estimate bins
     std::vector<int8_t> q8;            // 4-bit keys: the G queries times the grid steps, as int8 [G][d]
-    std::vector<int32_t> dots;         // [G][n] when the step's rows are longer than n
     std::vector<double> bin_w;         // the tail's sampling weight of one key in each bin
     std::vector<float> s;              // one head's drawn keys' logits
     std::vector<float> acc_sampled;    // one head's drawn part [d], merged into its accumulator
@@ -95,7 +94,7 @@ class MagicPigRanked : public LayeredPolicy {
   // One step of one layer, shared by the threads: each group's scan (scan_group, a task per KV
   // head) by query head, read by that head's draw and walk (attend_head, a task per query head).
   struct StepScan {
-    int64_t stride = 0;                      // row length: the layer's largest code count
+    int64_t stride = 0;                      // row length: the layer's code count (every KV head's)
     std::vector<int32_t> dots;               // 4-bit keys: [n_head][stride] integer dots
     std::vector<uint16_t> dist;              // SimHash: [n_head][stride] Hamming distances
     std::vector<float> q8_scale, q8_offset;  // [n_head]: estimate = scale * dot + offset
