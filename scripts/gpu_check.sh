@@ -19,11 +19,12 @@
 #        (a) GPU only: --device cuda --attn dense (weights and all KV on the GPU), then the same
 #            under --gpu-mem-limit 24G (what an RTX 4090 holds; rows that do not fit are
 #            refused with the plan printed)
-#        (b) heterogeneous: --device cuda --attn magicpig --attn-profile none (the collision-
-#            threshold sampler, the one with a GPU split: sparse layers' KV and tables on the
-#            CPU; their sinks + local window attended and the query hashed on the GPU)
-#        (c) CPU only on all cores: --attn dense,magicpig (batch 16 only at the first depth: the
-#            CPU batch copies every sequence's whole KV)
+#        (b) heterogeneous: --device cuda --attn magicpig (no profile for the random model, so
+#            the ranked sampler's uncalibrated setting key-bits=4:budget=0.03:tail=0.01, the one
+#            with measured quality: sparse layers' KV and 4-bit key codes on the CPU; their sinks
+#            + local window attended on the GPU)
+#        (c) CPU only on all cores: --attn dense,magicpig, the same sampler (batch 16 only at the
+#            first depth: the CPU batch copies every sequence's whole KV)
 #   5. bench_attention at 128k context with 2, 8, 16 threads, then the CPU kernel and attention
 #      suites on this CPU (both measured on 2026-12-04; last so the decode rows come first)
 # GPU_CHECK_QUICK=1 shrinks the model (the tiny preset) and depths to seconds (to try the script on a machine
@@ -103,12 +104,10 @@ if [ -f "$model" ]; then
     step "gpu_dense_d$d" 120 "$BIN/magicpig" bench "${common[@]}" --attn dense -np "$batches" --device cuda
     step "gpu_dense_24g_d$d" 90 "$BIN/magicpig" bench "${common[@]}" --attn dense -np "$batches" --device cuda \
       --gpu-mem-limit 24G
-    step "gpu_magicpig_d$d" 150 "$BIN/magicpig" bench "${common[@]}" --attn magicpig -np "$batches" --device cuda \
-      --attn-profile none
+    step "gpu_magicpig_d$d" 150 "$BIN/magicpig" bench "${common[@]}" --attn magicpig -np "$batches" --device cuda
     cpu_batches=1,4
     [ "$first" = 1 ] && cpu_batches="$batches"
-    step "cpu_d$d" 150 "$BIN/magicpig" bench "${common[@]}" --attn dense,magicpig -np "$cpu_batches" \
-      --attn-profile none
+    step "cpu_d$d" 150 "$BIN/magicpig" bench "${common[@]}" --attn dense,magicpig -np "$cpu_batches"
     first=0
   done
 fi

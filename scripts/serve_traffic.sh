@@ -3,9 +3,10 @@
 # arrive as a Poisson process, prompts drawn from a bounded Pareto distribution on 100..8,000
 # tokens (shape 0.5: median ~320, mean ~900, 23% above 1k, 5% above 4k), 64 greedy output tokens,
 # a pool of 16 clients.
-# magicpig serve with the token-budget turn (--prefill-share 1, the default) and with the fixed
-# 256-token chunk per turn (--prefill-share 0, the schedule before it), then llama-server when
-# built (scripts/build_peer.sh --server). Same seed, so every server gets the same arrivals.
+# magicpig serve with the token-budget turn at each --prefill-share of SERVE_TRAFFIC_SHARES
+# (default "1 0.5 0": the default budget, half of it, and 0 = the fixed 256-token chunk per turn,
+# the schedule before the budget), then llama-server when built (scripts/build_peer.sh --server).
+# Same seed, so every server gets the same arrivals.
 # Then saturation, for throughput: 16 clients sending back to back for SATURATE seconds (default
 # 120), ~1k-token prompts, 64 output tokens. SERVE_TRAFFIC_PARTS=poisson|saturate runs one part.
 #   scripts/serve_traffic.sh [MODEL] [DURATION=240] [RATE=0.1]
@@ -30,7 +31,7 @@ wait_up() { for _ in $(seq 600); do curl -sf "http://127.0.0.1:$PORT/health" >/d
 stop() { kill "$1" 2>/dev/null || true; wait "$1" 2>/dev/null || true; }
 
 echo "# serve_traffic $(date -u +'%F %H:%M') UTC, $(nproc) cores, $(basename "$MODEL"), $THREADS threads, -np $NP, rate $RATE/s for ${DURATION}s"
-for share in 1 0; do
+for share in ${SERVE_TRAFFIC_SHARES:-1 0.5 0}; do
   build/bin/magicpig serve -m "$MODEL" --port $PORT -t $THREADS -np $NP -c $CTX --prefill-share $share \
     2>/tmp/serve_traffic_mp.log &
   pid=$!

@@ -177,13 +177,7 @@ bool MagicPigAttention::exact_part(int layer, int64_t n_tokens, ExactPart* part)
   if (!samples_alone() || layer < 0 || layer >= shape_.n_layer || is_dense(layer) || has_exact_head_[layer]) return false;
   const LayerState& st = layers_[layer];
   if (!st.prefilled) return false;
-  // insert_generated's rule, applied ahead of the step that will see n_tokens tokens.
-  int64_t hashed_end = st.hashed_end;
-  if (cfg_.insert_generated && st.sampled()) hashed_end = std::max(hashed_end, n_tokens - cfg_.local);
-  *part = ExactPart{};
-  part->end[0] = st.off_begin;
-  part->begin[1] = st.off_end, part->end[1] = st.n_prompt;
-  part->begin[2] = hashed_end, part->end[2] = std::max(hashed_end, n_tokens);
+  *part = st.exact_part_ahead(n_tokens, cfg_.insert_generated, cfg_.local);
   return true;
 }
 

@@ -53,6 +53,8 @@ class MagicPigAdaptiveAttention final : public MagicPigAttention, public BoundRe
   void prefill_done(int layer, const KvView& kv, int n_threads) override;
   std::unique_ptr<SequenceAttention> clone() const override;
   size_t aux_bytes() const override;
+  // The estimate's bound needs the exact part's softmax: no attend_sampled split.
+  bool samples_alone() const override { return false; }
   std::span<const HeadBound> last_bounds() const override;
 
   const AdaptiveLadder& ladder() const { return *ladder_; }
@@ -75,8 +77,6 @@ class MagicPigAdaptiveAttention final : public MagicPigAttention, public BoundRe
     int64_t n_cand = 0;
   };
 
-  // The estimate's bound needs the exact part's softmax: no attend_sampled split.
-  bool samples_alone() const override { return false; }
   void check_attend(int layer, const KvView& kv) const override;
   void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                      int64_t* keys_read) override;

@@ -30,6 +30,9 @@ class MagicPigAttention : public LayeredPolicy {
   void attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out, float* lse,
                       int n_threads) override;
   bool query_hashing(QueryHashing* h) const override;
+  // False in a subclass whose estimate needs the exact part itself (magicpig-adaptive): it then
+  // has no exact_part / attend_sampled split.
+  bool samples_alone() const override { return true; }
   std::unique_ptr<SequenceAttention> clone() const override;
   size_t aux_bytes() const override;
 
@@ -103,10 +106,6 @@ class MagicPigAttention : public LayeredPolicy {
   // q.k/sqrt(d) before correction. Returns the walk, set to go over the candidates' values.
   sampled::Walk score_candidates(const HeadState& hs, const KvView& kv, int kvh, const float* qg, int64_t m,
                                  const lsh::SamplingCorrection& corr, std::vector<float>* raw, GroupScratch& s) const;
-
-  // False in a subclass whose estimate needs the exact part itself (magicpig-adaptive): it then
-  // has no exact_part / attend_sampled split.
-  virtual bool samples_alone() const { return true; }
 
   void check_attend(int layer, const KvView& kv) const override;
   void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,

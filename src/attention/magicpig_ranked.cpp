@@ -268,7 +268,8 @@ double MagicPigRanked::draw_probability(int layer, int head, int64_t pos) const 
   return i >= 0 && i < static_cast<int64_t>(recorded_prob_[head].size()) ? recorded_prob_[head][i] : 0.0;
 }
 
-void MagicPigRanked::scan_group(const LayerState& st, const KvView& kv, int kvh, const float* q, Scratch& s) {
+void MagicPigRanked::scan_group(const LayerState& st, const KvView& kv, int kvh, const float* q, bool exact,
+                                Scratch& s) {
   const int d = shape_.head_dim, G = shape_.n_head / shape_.n_kv_head, W = cfg_.rank_bits / 64;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const HeadState& hs = st.heads[kvh];
@@ -279,7 +280,7 @@ void MagicPigRanked::scan_group(const LayerState& st, const KvView& kv, int kvh,
   float* acc = scan_.acc.data() + h0 * d;
   const int64_t ranges[3][2] = {{0, st.off_begin}, {st.off_end, st.n_prompt}, {st.hashed_end, kv.n_tokens}};
   for (const auto& r : ranges)
-    if (r[1] > r[0]) attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, ps, acc, s.rows, isa_);
+    if (exact && r[1] > r[0]) attend_rows(kv, kvh, q, G, scale, r[0], r[1], nullptr, ps, acc, s.rows, isa_);
   // Every code against the G queries, read once for the group.
   const size_t row0 = h0 * static_cast<size_t>(scan_.stride);
   if (key_codes_) {
@@ -305,7 +306,7 @@ void MagicPigRanked::scan_group(const LayerState& st, const KvView& kv, int kvh,
 }
 
 void MagicPigRanked::attend_head(int layer, const LayerState& st, const KvView& kv, int hq, const float* qh,
-                                 float* out, int64_t* keys_read, Scratch& s) {
+                                 float* out, float* lse_sampled, int64_t* keys_read, Scratch& s) {
   const int d = shape_.head_dim, kvh = hq / (shape_.n_head / shape_.n_kv_head);
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   const HeadState& hs = st.heads[kvh];
@@ -341,7 +342,10 @@ void MagicPigRanked::attend_head(int layer, const LayerState& st, const KvView& 
     merge_partial_softmax(exact, acc, ps, s.acc_sampled.data(), d);
   }
   finish_partial_softmax(exact, acc, out, d);
-  report_lse(hq, exact);
+  if (lse_sampled)
+    lse_sampled[hq] = exact.lse();
+  else
+    report_lse(hq, exact);
 }
 
 void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
@@ -352,6 +356,11 @@ void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, 
     std::fill(keys_read, keys_read + shape_.n_head, st.n_prompt);
     return;
   }
+  sparse_step(layer, st, kv, q, out, nullptr, n_threads, keys_read);
+}
+
+void MagicPigRanked::sparse_step(int layer, LayerState& st, const KvView& kv, const float* q, float* out,
+                                 float* lse_sampled, int n_threads, int64_t* keys_read) {
   n_threads = std::max(1, n_threads);
   insert_generated(st, kv, n_threads);
   const int H = shape_.n_head, n_kv = shape_.n_kv_head, G = H / n_kv, d = shape_.head_dim;
@@ -369,6 +378,7 @@ void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, 
   scan_.st.assign(H, PartialSoftmax{});
   scan_.acc.assign(static_cast<size_t>(H) * d, 0.0f);
   if (static_cast<int>(scratch_.size()) < n_threads) scratch_.resize(n_threads);
+  const bool exact = lse_sampled == nullptr;
   // Two phases, so every thread works even with fewer KV heads than threads (Gemma 3 has one,
   // SmolLM2 three): each group's codes are scanned once (one task a KV head), then each query
   // head draws and walks its keys (one task a query head). An exact head's output is
@@ -379,18 +389,51 @@ void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, 
 #pragma omp for schedule(static)
     for (int kvh = 0; kvh < n_kv; ++kvh) {
       if (has_exact_head_[layer] && is_exact_head(layer, kvh)) continue;
-      scan_group(st, kv, kvh, q + static_cast<size_t>(kvh) * G * d, s);
+      scan_group(st, kv, kvh, q + static_cast<size_t>(kvh) * G * d, exact, s);
     }
 #pragma omp for schedule(static)
     for (int hq = 0; hq < H; ++hq) {
       if (has_exact_head_[layer] && is_exact_head(layer, hq / G)) continue;
-      attend_head(layer, st, kv, hq, q + static_cast<size_t>(hq) * d, out + static_cast<size_t>(hq) * d,
+      attend_head(layer, st, kv, hq, q + static_cast<size_t>(hq) * d, out + static_cast<size_t>(hq) * d, lse_sampled,
                   keys_read + hq, s);
     }
   }
   if (record_) recorded_layer_ = layer;
   const int64_t exact_prompt = st.off_begin + (st.n_prompt - st.off_end);
   for (int h = 0; h < H; ++h) keys_read[h] += exact_prompt;
+}
+
+bool MagicPigRanked::exact_part(int layer, int64_t n_tokens, ExactPart* part) const {
+  if (layer < 0 || layer >= shape_.n_layer || is_dense(layer) || has_exact_head_[layer]) return false;
+  const LayerState& st = layers_[layer];
+  if (!st.prefilled) return false;
+  *part = st.exact_part_ahead(n_tokens, cfg_.insert_generated, cfg_.local);
+  return true;
+}
+
+void MagicPigRanked::attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* /*q_codes*/,
+                                    float* out, float* lse, int n_threads) {
+  check_layer(layer, kv);
+  check(!shape_.slides(layer), "magicpig: layer " + std::to_string(layer) + " slides; it has no sampled part");
+  check_attend(layer, kv);
+  ExactPart part;
+  check(exact_part(layer, kv.n_tokens, &part),
+        cfg_.name + ": layer " + std::to_string(layer) +
+            " has no sampled part to compute alone (a dense layer, or one with an exact head)");
+  check(out != nullptr && lse != nullptr, "magicpig: attend_sampled needs out and lse arrays");
+  const int H = shape_.n_head;
+  std::vector<int64_t> read(H, 0);
+  LayerState& st = layers_[layer];
+  if (st.sampled()) {
+    sparse_step(layer, st, kv, q, out, lse, n_threads, read.data());
+  } else {  // nothing offloaded: every key is in the exact part, the sample is empty
+    std::fill(out, out + static_cast<int64_t>(H) * shape_.head_dim, 0.0f);
+    std::fill(lse, lse + H, -std::numeric_limits<float>::infinity());
+    std::fill(read.begin(), read.end(), st.n_prompt);
+  }
+  // The cost is the algorithm's (what attend() would count), wherever the exact part runs.
+  cost_.keys_total += static_cast<double>(kv.n_prompt) * H;
+  for (int64_t r : read) cost_.keys_read += static_cast<double>(r);
 }
 
 std::unique_ptr<SequenceAttention> MagicPigRanked::clone() const {

@@ -31,6 +31,14 @@ class MagicPigRanked : public LayeredPolicy {
   MagicPigRanked(const Config& cfg, const HeadShape& shape);
 
   void set_sum_reducer(SumReducer reduce) override { reduce_ = std::move(reduce); }
+  // Heterogeneous decode (policy.h): the exact part is MagicPIG's (sinks, the prompt's last
+  // `local` positions, generated tokens not coded yet); the top set and the tail are drawn from
+  // the codes alone, so the sampled part needs no query codes (q_codes is ignored) and no exact
+  // part. Layers with an exact head do not split.
+  bool samples_alone() const override { return true; }
+  bool exact_part(int layer, int64_t n_tokens, ExactPart* part) const override;
+  void attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out, float* lse,
+                      int n_threads) override;
   std::unique_ptr<SequenceAttention> clone() const override;
   size_t aux_bytes() const override;
 
@@ -109,11 +117,16 @@ class MagicPigRanked : public LayeredPolicy {
   // The drawn keys of one query head into s.pos / s.logw from its bins s.bins; q_scaled =
   // |q| / sqrt(head_dim) turns a bin into an estimated logit.
   void draw(const LayerState& st, const HeadState& hs, float q_scaled, uint64_t rng_key, Scratch& s) const;
-  // KV head kvh's exact part and code scan for its G queries q [G][head_dim], into scan_.
-  void scan_group(const LayerState& st, const KvView& kv, int kvh, const float* q, Scratch& s);
-  // Query head hq's draw and walk, merged with its exact part: out [head_dim], its lse, its cost.
+  // KV head kvh's code scan for its G queries q [G][head_dim], into scan_, and with `exact` its
+  // exact part.
+  void scan_group(const LayerState& st, const KvView& kv, int kvh, const float* q, bool exact, Scratch& s);
+  // Query head hq's draw and walk, merged with its exact part (when scanned): out [head_dim],
+  // its cost; its lse into lse_sampled when not null, else reported as attend_with_lse's.
   void attend_head(int layer, const LayerState& st, const KvView& kv, int hq, const float* qh, float* out,
-                   int64_t* keys_read, Scratch& s);
+                   float* lse_sampled, int64_t* keys_read, Scratch& s);
+  // A sampled layer's step: the whole output, or with lse_sampled the sampled part alone.
+  void sparse_step(int layer, LayerState& st, const KvView& kv, const float* q, float* out, float* lse_sampled,
+                   int n_threads, int64_t* keys_read);
 
   Isa isa_ = Isa::Scalar;
   bool key_codes_ = false;  // ranking by 4-bit keys

@@ -1,5 +1,6 @@
 #include "attention/offload.h"
 
+#include <algorithm>
 #include <string>
 
 #include "common/error.h"
@@ -11,6 +12,16 @@ void OffloadSpan::check_view(int layer, const KvView& kv) const {
   check(prefilled, "magicpig: attend on layer " + std::to_string(layer) + " before prefill_done");
   check(kv.n_prompt == n_prompt, "magicpig: KV view's prompt length changed since prefill_done");
   check(kv.n_tokens >= hashed_end, "magicpig: KV view is shorter than the hashed positions");
+}
+
+ExactPart OffloadSpan::exact_part_ahead(int64_t n_tokens, bool insert_generated, int local) const {
+  int64_t hashed = hashed_end;
+  if (insert_generated && sampled()) hashed = std::max(hashed, n_tokens - local);
+  ExactPart part;
+  part.end[0] = off_begin;
+  part.begin[1] = off_end, part.end[1] = n_prompt;
+  part.begin[2] = hashed, part.end[2] = std::max(hashed, n_tokens);
+  return part;
 }
 
 std::vector<std::vector<float>> centring_means(const KvView& kv, int64_t begin, int64_t end,

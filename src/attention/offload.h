@@ -20,6 +20,10 @@ struct OffloadSpan {
   // Throws mp::Error unless prefill_done came first and kv is the view it was built from, grown
   // at least to the hashed positions.
   void check_view(int layer, const KvView& kv) const;
+  // The exact part (policy.h) of the decode step that will see n_tokens tokens: [0, off_begin),
+  // [off_end, n_prompt) and the generated positions not hashed by then (with insert_generated
+  // the step first hashes those older than its last `local`; nothing when nothing is offloaded).
+  ExactPart exact_part_ahead(int64_t n_tokens, bool insert_generated, int local) const;
 };
 
 // Per KV head, the mean of its keys at positions [begin, end): [n_kv_head][head_dim]. Sums are

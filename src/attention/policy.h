@@ -137,6 +137,9 @@ class SequenceAttention {
   // for dense layers and for policies without such a split (the default); magicpig-adaptive's
   // estimator needs the exact part itself and also answers false.
   virtual bool exact_part(int /*layer*/, int64_t /*n_tokens*/, ExactPart* /*part*/) const { return false; }
+  // Whether the policy's sparse layers split so at all (exact_part then answers per layer once
+  // prefilled): a device plans its copy of the exact part from this before any prompt is seen.
+  virtual bool samples_alone() const { return false; }
   // The sampled part alone of one decode step of a layer where exact_part is true: out
   // [n_head][head_dim] = the sampled keys' values weighted by their softmax normalised over
   // them, lse[n_head] = the natural log of that normaliser in attend_with_lse's scale
@@ -151,7 +154,8 @@ class SequenceAttention {
     throw Error("attention policy: this policy does not compute a sampled part alone");
   }
   // The hashing of queries that attend_sampled's q_codes must reproduce; false (the default)
-  // for policies that hash nothing. The projection lives as long as the policy.
+  // for policies that hash nothing (ranked magicpig scans key codes instead: its attend_sampled
+  // takes q_codes null). The projection lives as long as the policy.
   virtual bool query_hashing(QueryHashing* /*h*/) const { return false; }
   // Deep copy (used when a sequence is forked).
   virtual std::unique_ptr<SequenceAttention> clone() const = 0;

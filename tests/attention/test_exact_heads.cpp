@@ -137,16 +137,19 @@ TEST(ExactHeadsConfig, MagicpigLeavesALayerWithExactHeadsWholeToTheCpu) {
   // for the sampled part alone; a layer with an exact head must not split, or that head would
   // be sampled there.
   const HeadShape shape = shape_of(2, 4, 2, 64);
-  Config c = config_of("magicpig");
-  c.exact_heads = {{1, 0}};
-  pigtest::Seq seq(2, 2, 64, 1024, DType::BF16, pigtest::gaussian_rows(23));
-  seq.grow(300);
-  seq.cache->mark_prompt_end();
-  auto a = make_sequence_attention(c, shape);
-  for (int l = 0; l < 2; ++l) a->prefill_done(l, seq.cache->view(l), 1);
-  ExactPart part;
-  EXPECT_TRUE(a->exact_part(0, 301, &part));
-  EXPECT_FALSE(a->exact_part(1, 301, &part));
+  for (int key_bits : {0, 4}) {  // either sampler
+    Config c = config_of("magicpig");
+    c.rank_key_bits = key_bits;
+    c.exact_heads = {{1, 0}};
+    pigtest::Seq seq(2, 2, 64, 1024, DType::BF16, pigtest::gaussian_rows(23));
+    seq.grow(300);
+    seq.cache->mark_prompt_end();
+    auto a = make_sequence_attention(c, shape);
+    for (int l = 0; l < 2; ++l) a->prefill_done(l, seq.cache->view(l), 1);
+    ExactPart part;
+    EXPECT_TRUE(a->exact_part(0, 301, &part)) << key_bits;
+    EXPECT_FALSE(a->exact_part(1, 301, &part)) << key_bits;
+  }
 }
 
 }  // namespace

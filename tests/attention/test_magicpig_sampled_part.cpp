@@ -16,6 +16,7 @@
 
 #include "attention/lsh/lsh.h"
 #include "attention/magicpig_impl.h"
+#include "attention/magicpig_ranked.h"
 #include "attention/policy.h"
 #include "common/error.h"
 #include "test_magicpig_util.h"
@@ -74,6 +75,10 @@ std::vector<double> lse_merge(const std::vector<double>& a, const std::vector<do
   return out;
 }
 
+// The sampler under test: the collision rule (K, L, threshold) or ranking (4-bit keys, or
+// SimHash codes of rank_bits; budget and tail of the prompt keys).
+enum class Sampler { Collisions, RankedKeys, RankedSimHash };
+
 struct Case {
   int64_t n_prompt;
   int sinks, local;
@@ -83,12 +88,28 @@ struct Case {
   int steps;
   uint64_t seed;
   int threads;
+  Sampler sampler = Sampler::Collisions;
 };
 
 std::string name(const Case& c) {
-  return "n_prompt " + std::to_string(c.n_prompt) + " sinks " + std::to_string(c.sinks) + " local " +
-         std::to_string(c.local) + " K " + std::to_string(c.k) + " L " + std::to_string(c.l) + " seed " +
+  const char* sampler[] = {"collisions", "ranked 4-bit keys", "ranked SimHash"};
+  const std::string kl = c.sampler == Sampler::Collisions
+                             ? " K " + std::to_string(c.k) + " L " + std::to_string(c.l)
+                             : std::string(" budget 0.03 tail 0.02");
+  return std::string(sampler[static_cast<int>(c.sampler)]) + " n_prompt " + std::to_string(c.n_prompt) +
+         " sinks " + std::to_string(c.sinks) + " local " + std::to_string(c.local) + kl + " seed " +
          std::to_string(c.seed);
+}
+
+// The policy's inspection of its offloaded span, either sampler.
+struct Span {
+  int64_t off_begin, off_end, hashed_end;
+};
+Span span_of(const SequenceAttention& p, int layer) {
+  if (const auto* m = dynamic_cast<const MagicPigAttention*>(&p))
+    return {m->offload_begin(layer), m->offload_end(layer), m->hashed_end(layer)};
+  const auto& r = dynamic_cast<const MagicPigRanked&>(p);
+  return {r.offload_begin(layer), r.offload_end(layer), r.hashed_end(layer)};
 }
 
 // Two copies of one prefilled policy decode the same tokens: one with attend(), one with
@@ -102,13 +123,18 @@ void expect_split_reproduces_attend(const Case& c) {
   HeadShape shape{n_layer, c.n_head, c.n_kv, d, {}, 0};
   Config cfg;
   cfg.name = "magicpig";
-  cfg.lsh_k = c.k, cfg.lsh_l = c.l, cfg.threshold = c.threshold, cfg.lsh_seed = c.seed;
+  if (c.sampler == Sampler::Collisions) cfg.lsh_k = c.k, cfg.lsh_l = c.l, cfg.threshold = c.threshold;
+  cfg.lsh_seed = c.seed;
   cfg.sinks = c.sinks, cfg.local = c.local, cfg.insert_generated = c.insert_generated;
   cfg.dense_layers = {0}, cfg.dense_layers_set = true;
+  if (c.sampler == Sampler::RankedKeys) cfg.rank_key_bits = 4;
+  if (c.sampler == Sampler::RankedSimHash) cfg.rank_bits = 256;
+  cfg.budget = 0.03, cfg.tail = 0.02;
   pigtest::Seq seq(n_layer, c.n_kv, d, c.n_prompt + c.steps + 1, DType::BF16, pigtest::gaussian_rows(c.seed, 1.0f));
   seq.grow(c.n_prompt);
   seq.cache->mark_prompt_end();
-  auto whole = std::make_unique<MagicPigAttention>(cfg, shape);
+  std::unique_ptr<SequenceAttention> whole = make_sequence_attention(cfg, shape);
+  ASSERT_TRUE(whole->samples_alone());
   for (int l = 0; l < n_layer; ++l) whole->prefill_done(l, seq.cache->view(l), c.threads);
   std::unique_ptr<SequenceAttention> split = whole->clone();
   ExactPart none;
@@ -130,13 +156,14 @@ void expect_split_reproduces_attend(const Case& c) {
     // The exact part is what attend() leaves out of its tables: sinks, the prompt's last
     // `local` positions, and generated positions from the first one not hashed yet.
     const bool offloads = c.n_prompt > c.sinks + c.local;
+    const Span span = span_of(*whole, layer);
     EXPECT_EQ(part.begin[0], 0);
-    EXPECT_EQ(part.end[0], offloads ? whole->offload_begin(layer) : std::min<int64_t>(c.sinks, c.n_prompt));
+    EXPECT_EQ(part.end[0], offloads ? span.off_begin : std::min<int64_t>(c.sinks, c.n_prompt));
     EXPECT_EQ(part.end[1], c.n_prompt);
     EXPECT_EQ(part.end[2], kv.n_tokens);
     if (offloads) {
-      EXPECT_EQ(part.begin[1], whole->offload_end(layer));
-      EXPECT_EQ(part.begin[2], whole->hashed_end(layer));
+      EXPECT_EQ(part.begin[1], span.off_end);
+      EXPECT_EQ(part.begin[2], span.hashed_end);
     } else {  // nothing offloaded: every position is exact and the sample is empty
       EXPECT_EQ(part.size(), kv.n_tokens);
       for (int h = 0; h < c.n_head; ++h) EXPECT_EQ(lse_s[h], kNegInf) << h;
@@ -166,6 +193,20 @@ TEST(MagicPigSampledPart, MergedWithTheExactPartEqualsAttend) {
   expect_split_reproduces_attend({257, 4, 0, 5, 20, 2, true, 4, 1, 10, 4, 2});    // no window: each token hashed at once
   expect_split_reproduces_attend({400, 4, 32, 6, 24, 2, false, 4, 2, 40, 5, 1});  // generated tokens stay exact
   expect_split_reproduces_attend({500, 4, 32, 0, 12, 1, true, 4, 2, 12, 6, 1});   // K = 0: every key collides
+}
+
+TEST(MagicPigSampledPart, RankedSamplersMergedWithTheExactPartEqualAttend) {
+  // The top set and the tail are drawn from the codes alone: the sampled part needs neither
+  // query codes nor the exact part, and draws what attend() draws (same RNG key per step).
+  for (Sampler sampler : {Sampler::RankedKeys, Sampler::RankedSimHash}) {
+    //               n_prompt sinks local  K  L thr  ins   H  KV steps seed thr
+    expect_split_reproduces_attend({600, 4, 32, 0, 0, 0, true, 4, 2, 48, 1, 1, sampler});
+    expect_split_reproduces_attend({1500, 4, 64, 0, 0, 0, true, 8, 2, 80, 2, 2, sampler});
+    expect_split_reproduces_attend({300, 0, 16, 0, 0, 0, true, 6, 3, 40, 3, 2, sampler});  // no sinks
+    expect_split_reproduces_attend({257, 4, 0, 0, 0, 0, true, 4, 1, 10, 4, 2, sampler});   // no window
+    expect_split_reproduces_attend({400, 4, 32, 0, 0, 0, false, 4, 2, 40, 5, 1, sampler}); // generated stay exact
+    expect_split_reproduces_attend({36, 4, 32, 0, 0, 0, true, 4, 2, 20, 7, 1, sampler});   // nothing offloaded
+  }
 }
 
 TEST(MagicPigSampledPart, PromptsTooShortToOffloadHaveAnEmptySample) {
@@ -251,6 +292,7 @@ TEST(MagicPigSampledPart, PoliciesWithoutTheSplitRefuseIt) {
     cfg.dense_layers = {0}, cfg.dense_layers_set = true;
     auto p = make_sequence_attention(cfg, shape);
     for (int l = 0; l < 2; ++l) p->prefill_done(l, seq.cache->view(l), 1);
+    EXPECT_FALSE(p->samples_alone()) << policy;
     ExactPart part;
     EXPECT_FALSE(p->exact_part(1, 201, &part)) << policy;
     QueryHashing qh;

@@ -167,6 +167,24 @@ TEST(CudaDecoder, HeterogeneousMagicpigMatchesTheCpu) {
   expect_same_greedy_tokens(f, seq_options("magicpig"), 600, 12, 1e-2, false);
 }
 
+TEST(CudaDecoder, HeterogeneousRankedMagicpigMatchesTheCpu) {
+  if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device";
+  // The ranked sampler (4-bit keys) splits too, without query codes: the GPU attends the exact
+  // part, the CPU scans the codes and walks the top set and the tail. With the whole prompt in
+  // the top set (budget 1, no tail) the estimate is exact, so GPU and CPU agree to rounding.
+  const Fixture f("llama", mp::DType::F32, 4);
+  mp::SequenceOptions all = seq_options("magicpig");
+  all.attention.rank_key_bits = 4, all.attention.budget = 1.0, all.attention.tail = 0.0;
+  expect_same_greedy_tokens(f, all, 600, 24, 1e-8);
+  expect_same_greedy_tokens(f, all, 600, 12, 1e-8, true, /*split=*/false);
+  expect_same_greedy_tokens(f, all, 12, 24, 1e-8);  // too short to sample: the CPU attends whole
+  // The calibrated setting: the GPU's q differs from the CPU's by rounding, which can move a key
+  // across the top set's cut; the logits stay close, the tokens may not.
+  mp::SequenceOptions ranked = seq_options("magicpig");
+  ranked.attention.rank_key_bits = 4, ranked.attention.budget = 0.03, ranked.attention.tail = 0.01;
+  expect_same_greedy_tokens(f, ranked, 600, 12, 1e-2, false);
+}
+
 TEST(CudaDecoder, HeterogeneousMagicpigBatchEqualsTheCpuBatch) {
   if (!have_device()) GTEST_SKIP() << "skipped: no CUDA device";
   // Sequences of 5 (too short to sample), 300 and 900 prompt tokens decoded together: per

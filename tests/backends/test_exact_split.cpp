@@ -202,16 +202,20 @@ void device_merge(float* out_a, const float* lse_a, const float* out_b, const fl
   }
 }
 
+// key_bits 4: the ranked sampler on 4-bit keys (no query codes), else the collision rule.
 void expect_emulated_split_equals_attend(int64_t n_prompt, int sinks, int local, bool insert_generated, int n_gen,
-                                         uint64_t seed) {
-  SCOPED_TRACE("n_prompt " + std::to_string(n_prompt) + " local " + std::to_string(local));
+                                         uint64_t seed, int key_bits = 0) {
+  SCOPED_TRACE("n_prompt " + std::to_string(n_prompt) + " local " + std::to_string(local) +
+               (key_bits ? " ranked 4-bit keys" : ""));
   const int d = 64, n_head = 8, n_kv = 2, layer = 1;
   const HeadShape shape{2, n_head, n_kv, d, {}, 0};
-  const Config cfg = pig_config(sinks, local, insert_generated);
+  Config cfg = pig_config(sinks, local, insert_generated);
+  cfg.rank_key_bits = key_bits, cfg.budget = 0.03, cfg.tail = 0.02;
   Cache c(2, n_kv, d, n_prompt + n_gen + 1, seed);
   c.grow(n_prompt);
   c.kv->mark_prompt_end();
-  auto whole = std::make_unique<mp::attn::MagicPigAttention>(cfg, shape);
+  std::unique_ptr<mp::attn::SequenceAttention> whole = mp::attn::make_sequence_attention(cfg, shape);
+  ASSERT_TRUE(whole->samples_alone());
   for (int l = 0; l < 2; ++l) whole->prefill_done(l, c.kv->view(l), 1);
   auto split = whole->clone();
   ExactPart first;
@@ -257,6 +261,10 @@ TEST(ExactSplit, EmulatedGpuExactPartMergedWithTheCpuSampledPartEqualsAttend) {
   expect_emulated_split_equals_attend(300, 4, 0, true, 8, 2);
   expect_emulated_split_equals_attend(300, 4, 16, false, 24, 3);  // falls back after 16 tokens
   expect_emulated_split_equals_attend(20, 4, 32, true, 40, 4);    // nothing sampled; falls back after 32
+  // The ranked sampler draws from its key codes alone: the same split, no query codes.
+  expect_emulated_split_equals_attend(700, 4, 32, true, 40, 5, 4);
+  expect_emulated_split_equals_attend(300, 4, 16, false, 24, 6, 4);
+  expect_emulated_split_equals_attend(20, 4, 32, true, 40, 7, 4);
 }
 
 // ---- query hashing ----

@@ -63,7 +63,7 @@ struct CudaDecoder::Impl {
 
   // The split of sparse layers (exact_window.h); false: the CPU attends them whole.
   bool split = false;
-  attn::QueryHashing hashing;          // its projection lives in proj_w (hashing.w is not kept)
+  attn::QueryHashing hashing;          // projection in proj_w (hashing.w not kept); l = 0: no query codes
   std::vector<int> sparse_of_layer;    // index among the sparse layers, -1 for GPU layers
   int n_sparse = 0;
   int64_t exact_rows = 0;              // ExactWindow::capacity
@@ -226,8 +226,8 @@ struct CudaDecoder::Impl {
       view.n_tokens = positions[size_t(i)] + 1;
       attn::SequenceAttention& policy = seqs[i]->external_step().policy();
       if (sampled_only[size_t(i)]) {
-        policy.attend_sampled(l, view, hq + size_t(i) * qd, hc + size_t(i) * hashing.l * H, hatt + size_t(i) * qd,
-                              hlse + size_t(i) * H, threads);
+        policy.attend_sampled(l, view, hq + size_t(i) * qd, hashing.l > 0 ? hc + size_t(i) * hashing.l * H : nullptr,
+                              hatt + size_t(i) * qd, hlse + size_t(i) * H, threads);
       } else {
         policy.attend(l, view, hq + size_t(i) * qd, hatt + size_t(i) * qd, threads);
         std::fill(hlse + size_t(i) * H, hlse + size_t(i + 1) * H, 0.0f);
@@ -303,8 +303,9 @@ struct CudaDecoder::Impl {
         kv_append(dkv, slot, K, V, n, s);
         attention_decode(dkv, slot, Q, n, hp.n_head, max_tokens, kAttentionChunk, partial.as<float>(), ATT, s);
       } else if (split) {
-        hash_queries(Q, n, hp.n_head, hp.head_dim, proj_w.as<float>(), hashing.ld, hashing.k, hashing.l, hashing.fused,
-                     codes.as<uint16_t>(), s);
+        if (hashing.l > 0)
+          hash_queries(Q, n, hp.n_head, hp.head_dim, proj_w.as<float>(), hashing.ld, hashing.k, hashing.l,
+                       hashing.fused, codes.as<uint16_t>(), s);
         if (ring_writes) kv_append(exact_kv(exact_row.as<const int64_t>()), sparse_of_layer[size_t(l)], K, V, n, s);
         attend_split(l, seqs, positions);
       } else {
@@ -351,16 +352,19 @@ CudaDecoder::CudaDecoder(const Model& model, const CudaDecoderOptions& opt) {
         "device cuda: batches of 1.." + std::to_string(kMaxBatch) + " sequences, got " + std::to_string(o.max_batch));
   o.attention.validate(head_shape(hp));
   std::vector<char> layers = gpu_attention_layers(o.attention, hp.n_layer);
-  // Sparse layers split where the policy hashes queries (magicpig): its exact_part then says
-  // per layer and sequence which positions the GPU attends. A policy instance made here
-  // provides the projection (the same for every sequence of this configuration).
+  // Sparse layers split where the policy samples alone (magicpig, either sampler): its
+  // exact_part then says per layer and sequence which positions the GPU attends. A policy
+  // instance made here says so and, where it hashes queries (the collision sampler), provides
+  // the projection (the same for every sequence of this configuration); the ranked sampler
+  // scans key codes on the CPU and needs no query codes (hashing.l stays 0).
   const bool any_sparse = std::count(layers.begin(), layers.end(), 0) > 0;
   std::unique_ptr<attn::SequenceAttention> probe;
   attn::QueryHashing hashing;
   bool split = false;
   if (o.split_sparse && any_sparse && ExactWindow::capacity(o.attention) > 0) {
     probe = attn::make_sequence_attention(o.attention, head_shape(hp));
-    split = probe->query_hashing(&hashing);
+    split = probe->samples_alone();
+    if (split && !probe->query_hashing(&hashing)) hashing = attn::QueryHashing{};
   }
   ExactSplitRequest split_req;
   if (split) {
@@ -427,10 +431,15 @@ void CudaDecoder::attach(Sequence& s) {
         "device cuda: the sequence's attention policy attends other layers densely than the decoder was planned for");
   check(s.options().device_kv_layers.empty() || s.options().device_kv_layers == d.gpu_layers,
         "device cuda: the sequence's memory budget leaves other layers' K/V to the device than the decoder holds");
+  const attn::SequenceAttention& policy = s.external_step().policy();
   attn::QueryHashing hashing;
-  const bool hashes = s.external_step().policy().query_hashing(&hashing);
-  check(!d.split || (hashes && hashing.k == d.hashing.k && hashing.l == d.hashing.l && hashing.ld == d.hashing.ld &&
-                     hashing.fused == d.hashing.fused && s.options().attention.lsh_seed == d.opt.attention.lsh_seed),
+  const bool hashes = policy.query_hashing(&hashing);
+  check(!d.split || policy.samples_alone(),
+        "device cuda: the sequence's attention policy does not split its sparse layers as the decoder's does");
+  check(!d.split || (hashes == (d.hashing.l > 0) &&
+                     (!hashes || (hashing.k == d.hashing.k && hashing.l == d.hashing.l && hashing.ld == d.hashing.ld &&
+                                  hashing.fused == d.hashing.fused &&
+                                  s.options().attention.lsh_seed == d.opt.attention.lsh_seed))),
         "device cuda: the sequence's LSH projection (K, L, seed) differs from the decoder's");
   const auto free_slot = std::find(d.owner.begin(), d.owner.end(), nullptr);
   check(free_slot != d.owner.end(), "device cuda: all " + std::to_string(d.opt.max_batch) +

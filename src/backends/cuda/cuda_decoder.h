@@ -3,11 +3,12 @@
 // output projection, and exact attention of the layers in gpu_attention_layers() over a device
 // KV cache. The other (sparse) layers keep their K/V in the sequence's CPU cache: per step the
 // GPU computes q, k, v, they cross to pinned host memory and k/v are appended to the CPU cache.
-// For a policy that splits sparse layers (magicpig: attn::SequenceAttention::exact_part) the
-// GPU also keeps a copy of their exact part (sinks, the prompt's local window, the recent
-// generated tokens; exact_window.h), attends it, and hashes the query; the CPU policy
-// computes the sampled part alone from those codes (attend_sampled), and its output and LSE go
-// back to be merged on the GPU by log-sum-exp. Otherwise, and for a sequence whose exact part
+// For a policy that splits sparse layers (magicpig, either sampler:
+// attn::SequenceAttention::samples_alone, exact_part) the GPU also keeps a copy of their exact
+// part (sinks, the prompt's local window, the recent generated tokens; exact_window.h), attends
+// it, and hashes the query where the policy hashes queries (the collision sampler; the ranked
+// one scans its key codes on the CPU); the CPU policy computes the sampled part alone
+// (attend_sampled), and its output and LSE go back to be merged on the GPU by log-sum-exp. Otherwise, and for a sequence whose exact part
 // the device does not hold (a prompt too short to sample, once its generated tokens outgrow
 // the window), the CPU policy attends the sparse layer whole and the output goes back.
 //
