@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 #include <string>
 
@@ -86,6 +87,35 @@ void LayeredPolicy::attend_with_lse(int layer, const KvView& kv, const float* q,
   } reset{lse_};
   lse_ = lse;
   attend(layer, kv, q, out, n_threads);
+}
+
+void LayeredPolicy::attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out,
+                                   float* lse, int n_threads) {
+  check_layer(layer, kv);
+  check(!shape_.slides(layer), cfg_.name + ": layer " + std::to_string(layer) + " slides; it has no sampled part");
+  check_attend(layer, kv);
+  ExactPart part;
+  check(exact_part(layer, kv.n_tokens, &part),
+        cfg_.name + ": layer " + std::to_string(layer) +
+            " has no sampled part to compute alone (a dense layer, a layer with an exact head, a policy without "
+            "the split, or an estimate that needs the exact part)");
+  check(out != nullptr && lse != nullptr, cfg_.name + ": attend_sampled needs out and lse arrays");
+  std::vector<int64_t> read(shape_.n_head, 0);
+  sampled_part(layer, kv, q, q_codes, out, lse, n_threads, read.data());
+  cost_.keys_total += static_cast<double>(kv.n_prompt) * shape_.n_head;
+  cost_.keys_read += static_cast<double>(std::accumulate(read.begin(), read.end(), int64_t{0}));
+}
+
+void LayeredPolicy::empty_sample(int64_t n_prompt, float* out, float* lse, int64_t* keys_read) const {
+  std::fill(out, out + static_cast<int64_t>(shape_.n_head) * shape_.head_dim, 0.0f);
+  std::fill(lse, lse + shape_.n_head, -std::numeric_limits<float>::infinity());
+  std::fill(keys_read, keys_read + shape_.n_head, n_prompt);
+}
+
+void LayeredPolicy::attend_unsampled(const KvView& kv, const float* q, float* out, int n_threads, int64_t n_prompt,
+                                     int64_t* keys_read) const {
+  dense_decode(kv, shape_, q, out, n_threads, lse_);
+  std::fill(keys_read, keys_read + shape_.n_head, n_prompt);
 }
 
 int64_t budget_keys(double budget, int64_t n_prompt) {

@@ -18,6 +18,10 @@ class LayeredPolicy : public SequenceAttention {
   void prefill_done(int layer, const KvView& kv, int n_threads) override;
   void attend(int layer, const KvView& kv, const float* q, float* out, int n_threads) final;
   void attend_with_lse(int layer, const KvView& kv, const float* q, float* out, float* lse, int n_threads) final;
+  // Checks the call (a layer exact_part splits), runs sampled_part, and counts the cost attend()
+  // would count, wherever the exact part runs.
+  void attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out, float* lse,
+                      int n_threads) final;
   const Cost& cost() const override { return cost_; }
   bool is_dense(int layer) const { return dense_[layer] != 0; }
   // A KV head of a sparse layer that attends exactly (Config::exact_heads).
@@ -30,6 +34,17 @@ class LayeredPolicy : public SequenceAttention {
   virtual void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                              int64_t* keys_read) = 0;
   virtual void prefill_sparse(int layer, const KvView& kv, int n_threads) {}
+  // attend_sampled's part of a policy whose sparse layers split (policy.h): out, lse and
+  // keys_read[hq] of a layer exact_part answered true for. Never called otherwise.
+  virtual void sampled_part(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out,
+                            float* lse, int n_threads, int64_t* keys_read) {}
+  // The sampled part of a layer that offloaded nothing: empty (out 0, lse -inf), every query
+  // head counted as reading the n_prompt prompt keys of the exact part.
+  void empty_sample(int64_t n_prompt, float* out, float* lse, int64_t* keys_read) const;
+  // attend_sparse of a layer that offloaded nothing (a prompt no longer than its exact part):
+  // dense attention over every position, each query head counted as reading the n_prompt keys.
+  void attend_unsampled(const KvView& kv, const float* q, float* out, int n_threads, int64_t n_prompt,
+                        int64_t* keys_read) const;
   // Extra checks of an attend() call on any layer, dense ones included (after check_layer).
   virtual void check_attend(int layer, const KvView& kv) const {}
   void check_layer(int layer, const KvView& kv) const;

@@ -56,16 +56,7 @@ void MagicPigAttention::hash_keys(LayerState& st, const KvView& kv, int h, int64
 #pragma omp parallel for num_threads(n_threads) schedule(dynamic, 4)
     for (int64_t b = 0; b < blocks; ++b) {
       const int64_t r0 = b * kHashBlockRows, r1 = std::min(n, r0 + kHashBlockRows);
-      for (int64_t r = r0; r < r1; ++r) {
-        float* xr = x.data() + r * d;
-        kernels::kv_to_f32(kv.dtype, kv.key(h, c0 + r), xr, d);
-        double ss = 0;
-        for (int i = 0; i < d; ++i) {
-          xr[i] -= hs.mean[i];
-          ss += static_cast<double>(xr[i]) * xr[i];
-        }
-        hs.key_norm[c0 + r] = static_cast<float>(std::sqrt(ss));
-      }
+      for (int64_t r = r0; r < r1; ++r) hs.key_norm[c0 + r] = centred_key(kv, h, c0 + r, hs.mean.data(), x.data() + r * d);
       lsh::hash_rows(*proj_, x.data() + r0 * d, r1 - r0, d, codes.data() + r0, n, isa_);
     }
     hs.tables.add_chunk(c0, n, codes.data(), n_threads);
@@ -77,11 +68,7 @@ void MagicPigAttention::hash_keys(LayerState& st, const KvView& kv, int h, int64
 void MagicPigAttention::prefill_done(int layer, const KvView& kv, int n_threads) {
   check_layer(layer, kv);
   LayerState st;
-  st.prefilled = true;
-  st.n_prompt = kv.n_prompt;
-  st.hashed_end = kv.n_prompt;
-  st.off_begin = std::min<int64_t>(cfg_.sinks, kv.n_prompt);
-  st.off_end = std::max<int64_t>(st.off_begin, kv.n_prompt - cfg_.local);
+  static_cast<OffloadSpan&>(st) = OffloadSpan::of_prompt(kv.n_prompt, cfg_.sinks, cfg_.local);
   if (is_dense(layer)) st.off_end = st.off_begin;  // dense layers keep no tables
   st.heads.resize(shape_.n_kv_head);
   const int nkv = shape_.n_kv_head;
@@ -138,11 +125,7 @@ void MagicPigAttention::check_attend(int layer, const KvView& kv) const { layers
 void MagicPigAttention::attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                                       int64_t* keys_read) {
   LayerState& st = layers_[layer];
-  if (!st.sampled()) {  // nothing offloaded (short prompt): exact over everything
-    dense_decode(kv, shape_, q, out, n_threads, lse_);
-    std::fill(keys_read, keys_read + shape_.n_head, st.n_prompt);
-    return;
-  }
+  if (!st.sampled()) return attend_unsampled(kv, q, out, n_threads, st.n_prompt, keys_read);  // short prompt
   sparse_step(layer, st, kv, q, nullptr, out, nullptr, n_threads, keys_read);
 }
 
@@ -181,29 +164,11 @@ bool MagicPigAttention::exact_part(int layer, int64_t n_tokens, ExactPart* part)
   return true;
 }
 
-void MagicPigAttention::attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes,
-                                       float* out, float* lse, int n_threads) {
-  check_layer(layer, kv);
-  check(!shape_.slides(layer), "magicpig: layer " + std::to_string(layer) + " slides; it has no sampled part");
-  check_attend(layer, kv);
-  ExactPart part;
-  check(exact_part(layer, kv.n_tokens, &part),
-        cfg_.name + ": layer " + std::to_string(layer) +
-            " has no sampled part to compute alone (a dense layer, or an estimate that needs the exact part)");
-  check(out != nullptr && lse != nullptr, "magicpig: attend_sampled needs out and lse arrays");
-  const int H = shape_.n_head;
-  std::vector<int64_t> read(H, 0);
+void MagicPigAttention::sampled_part(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out,
+                                     float* lse, int n_threads, int64_t* keys_read) {
   LayerState& st = layers_[layer];
-  if (st.sampled()) {
-    sparse_step(layer, st, kv, q, q_codes, out, lse, n_threads, read.data());
-  } else {  // nothing offloaded: every key is in the exact part, the sample is empty
-    std::fill(out, out + static_cast<int64_t>(H) * shape_.head_dim, 0.0f);
-    std::fill(lse, lse + H, -std::numeric_limits<float>::infinity());
-    std::fill(read.begin(), read.end(), st.n_prompt);
-  }
-  // The cost is the algorithm's (what attend() would count), wherever the exact part runs.
-  cost_.keys_total += static_cast<double>(kv.n_prompt) * H;
-  for (int64_t r : read) cost_.keys_read += static_cast<double>(r);
+  if (!st.sampled()) return empty_sample(st.n_prompt, out, lse, keys_read);  // every key is exact
+  sparse_step(layer, st, kv, q, q_codes, out, lse, n_threads, keys_read);
 }
 
 bool MagicPigAttention::query_hashing(QueryHashing* h) const {

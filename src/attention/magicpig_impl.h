@@ -27,8 +27,6 @@ class MagicPigAttention : public LayeredPolicy {
   // The exact part: [0, sinks), the prompt's last `local` positions and the generated tokens
   // not hashed yet (all of them when the layer offloaded nothing: its sampled part is empty).
   bool exact_part(int layer, int64_t n_tokens, ExactPart* part) const override;
-  void attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out, float* lse,
-                      int n_threads) override;
   bool query_hashing(QueryHashing* h) const override;
   // False in a subclass whose estimate needs the exact part itself (magicpig-adaptive): it then
   // has no exact_part / attend_sampled split.
@@ -108,6 +106,8 @@ class MagicPigAttention : public LayeredPolicy {
                                  const lsh::SamplingCorrection& corr, std::vector<float>* raw, GroupScratch& s) const;
 
   void check_attend(int layer, const KvView& kv) const override;
+  void sampled_part(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out, float* lse,
+                    int n_threads, int64_t* keys_read) override;
   void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                      int64_t* keys_read) override;
   // The sampled layers' step: the whole output, or with lse_sampled the sampled part alone

@@ -97,14 +97,7 @@ void MagicPigRanked::hash_keys(LayerState& st, const KvView& kv, int h, int64_t 
   for (int64_t r0 = begin; r0 < end; r0 += kHashBlockRows) {
     const int64_t n = std::min(kHashBlockRows, end - r0);
     for (int64_t r = 0; r < n; ++r) {
-      float* xr = x.data() + r * d;
-      kernels::kv_to_f32(kv.dtype, kv.key(h, r0 + r), xr, d);
-      double ss = 0;
-      for (int i = 0; i < d; ++i) {
-        xr[i] -= hs.mean[i];
-        ss += static_cast<double>(xr[i]) * xr[i];
-      }
-      const float norm = static_cast<float>(std::sqrt(ss));
+      const float norm = centred_key(kv, h, r0 + r, hs.mean.data(), x.data() + r * d);
       hs.key_norm.push_back(norm);
       hs.max_norm = std::max(hs.max_norm, norm);
     }
@@ -119,11 +112,7 @@ void MagicPigRanked::hash_keys(LayerState& st, const KvView& kv, int h, int64_t 
 
 void MagicPigRanked::prefill_sparse(int layer, const KvView& kv, int n_threads) {
   LayerState st;
-  st.prefilled = true;
-  st.n_prompt = kv.n_prompt;
-  st.hashed_end = kv.n_prompt;
-  st.off_begin = std::min<int64_t>(cfg_.sinks, kv.n_prompt);
-  st.off_end = std::max<int64_t>(st.off_begin, kv.n_prompt - cfg_.local);
+  static_cast<OffloadSpan&>(st) = OffloadSpan::of_prompt(kv.n_prompt, cfg_.sinks, cfg_.local);
   const int d = shape_.head_dim, nkv = shape_.n_kv_head;
   st.heads.resize(nkv);
   // magicpig's centring mean; every sparse layer takes part under context parallelism.
@@ -351,11 +340,7 @@ void MagicPigRanked::attend_head(int layer, const LayerState& st, const KvView& 
 void MagicPigRanked::attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                                    int64_t* keys_read) {
   LayerState& st = layers_[layer];
-  if (!st.sampled()) {  // nothing offloaded (short prompt): exact over everything
-    dense_decode(kv, shape_, q, out, n_threads, lse_);
-    std::fill(keys_read, keys_read + shape_.n_head, st.n_prompt);
-    return;
-  }
+  if (!st.sampled()) return attend_unsampled(kv, q, out, n_threads, st.n_prompt, keys_read);  // short prompt
   sparse_step(layer, st, kv, q, out, nullptr, n_threads, keys_read);
 }
 
@@ -411,29 +396,11 @@ bool MagicPigRanked::exact_part(int layer, int64_t n_tokens, ExactPart* part) co
   return true;
 }
 
-void MagicPigRanked::attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* /*q_codes*/,
-                                    float* out, float* lse, int n_threads) {
-  check_layer(layer, kv);
-  check(!shape_.slides(layer), "magicpig: layer " + std::to_string(layer) + " slides; it has no sampled part");
-  check_attend(layer, kv);
-  ExactPart part;
-  check(exact_part(layer, kv.n_tokens, &part),
-        cfg_.name + ": layer " + std::to_string(layer) +
-            " has no sampled part to compute alone (a dense layer, or one with an exact head)");
-  check(out != nullptr && lse != nullptr, "magicpig: attend_sampled needs out and lse arrays");
-  const int H = shape_.n_head;
-  std::vector<int64_t> read(H, 0);
+void MagicPigRanked::sampled_part(int layer, const KvView& kv, const float* q, const uint16_t* /*q_codes*/,
+                                  float* out, float* lse, int n_threads, int64_t* keys_read) {
   LayerState& st = layers_[layer];
-  if (st.sampled()) {
-    sparse_step(layer, st, kv, q, out, lse, n_threads, read.data());
-  } else {  // nothing offloaded: every key is in the exact part, the sample is empty
-    std::fill(out, out + static_cast<int64_t>(H) * shape_.head_dim, 0.0f);
-    std::fill(lse, lse + H, -std::numeric_limits<float>::infinity());
-    std::fill(read.begin(), read.end(), st.n_prompt);
-  }
-  // The cost is the algorithm's (what attend() would count), wherever the exact part runs.
-  cost_.keys_total += static_cast<double>(kv.n_prompt) * H;
-  for (int64_t r : read) cost_.keys_read += static_cast<double>(r);
+  if (!st.sampled()) return empty_sample(st.n_prompt, out, lse, keys_read);  // every key is exact
+  sparse_step(layer, st, kv, q, out, lse, n_threads, keys_read);
 }
 
 std::unique_ptr<SequenceAttention> MagicPigRanked::clone() const {

@@ -37,8 +37,6 @@ class MagicPigRanked : public LayeredPolicy {
   // part. Layers with an exact head do not split.
   bool samples_alone() const override { return true; }
   bool exact_part(int layer, int64_t n_tokens, ExactPart* part) const override;
-  void attend_sampled(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out, float* lse,
-                      int n_threads) override;
   std::unique_ptr<SequenceAttention> clone() const override;
   size_t aux_bytes() const override;
 
@@ -60,6 +58,8 @@ class MagicPigRanked : public LayeredPolicy {
  protected:
   void prefill_sparse(int layer, const KvView& kv, int n_threads) override;
   void check_attend(int layer, const KvView& kv) const override;
+  void sampled_part(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out, float* lse,
+                    int n_threads, int64_t* keys_read) override;
   void attend_sparse(int layer, const KvView& kv, const float* q, float* out, int n_threads,
                      int64_t* keys_read) override;
 

@@ -1,6 +1,7 @@
 #include "attention/offload.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "common/error.h"
@@ -22,6 +23,17 @@ ExactPart OffloadSpan::exact_part_ahead(int64_t n_tokens, bool insert_generated,
   part.begin[1] = off_end, part.end[1] = n_prompt;
   part.begin[2] = hashed, part.end[2] = std::max(hashed, n_tokens);
   return part;
+}
+
+float centred_key(const KvView& kv, int h, int64_t pos, const float* mean, float* out) {
+  const int d = kv.head_dim;
+  kernels::kv_to_f32(kv.dtype, kv.key(h, pos), out, d);
+  double ss = 0;
+  for (int i = 0; i < d; ++i) {
+    out[i] -= mean[i];
+    ss += static_cast<double>(out[i]) * out[i];
+  }
+  return static_cast<float>(std::sqrt(ss));
 }
 
 std::vector<std::vector<float>> centring_means(const KvView& kv, int64_t begin, int64_t end,
