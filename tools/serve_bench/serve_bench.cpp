@@ -11,9 +11,11 @@
 // waits for a free one), each with a prompt of L tokens drawn from a bounded Pareto
 // distribution on [--prompt-min, --prompt-max] with shape --pareto-alpha (long-tailed: most
 // prompts short, a few near the maximum), realized as L x --chars-per-token characters of the
-// text (the table reports the server's own token counts). First one request alone gives the
-// idle time per output token; then the table: TTFT, TPOT and inter-token gap percentiles,
-// output and prompt throughput.
+// text (the table reports the server's own token counts). First requests alone give the idle
+// time per output token (the median of 5 after one to warm up: one request varies ~20% here);
+// then the table: TTFT, TPOT and inter-token gap percentiles, TPOT p99 over idle TPOT, each
+// request's slowdown (its TPOT over its TPOT when replayed alone after the traffic), output and
+// prompt throughput; the three slowest streams on stderr.
 #include <httplib.h>
 
 #include <algorithm>
@@ -55,6 +57,9 @@ struct Options {
 
 struct Sample {
   double ttft_ms = 0, tpot_ms = 0, max_gap_ms = 0;
+  double arrival_s = 0;  // --poisson: when it was sent, from the start of the traffic
+  std::string prompt;     // --poisson: its prompt, replayed alone afterwards
+  double alone_tpot_ms = 0;  // and the TPOT it then got
   int64_t tokens = 0, prompt_tokens = 0;
   bool ok = false;
   std::vector<double> gaps_ms;
@@ -198,8 +203,16 @@ double bounded_pareto(std::mt19937_64& rng, double lo, double hi, double alpha) 
 }
 
 int poisson_test(const Options& o) {
-  // Idle: one request alone, the time per token a stream gets when nothing else runs.
-  const Sample idle = run_request(o, slice_chars(o, 999, size_t(o.prompt_min * o.chars_per_token)), o.max_tokens);
+  // Idle: the time per token a stream gets when nothing else runs; the median of 5 requests
+  // alone after a warm-up one.
+  const std::string idle_prompt = slice_chars(o, 999, size_t(o.prompt_min * o.chars_per_token));
+  Sample idle = run_request(o, idle_prompt, o.max_tokens);
+  std::vector<double> idle_tpot;
+  for (int i = 0; i < 5 && idle.ok; ++i) {
+    idle = run_request(o, idle_prompt, o.max_tokens);
+    idle_tpot.push_back(idle.tpot_ms);
+  }
+  idle.tpot_ms = idle_tpot.empty() ? 0 : pct(idle_tpot, 50);
   std::mt19937_64 rng(o.seed);
   std::exponential_distribution<double> gap(o.poisson_rate);
   const int pool = o.clients.empty() ? 16 : o.clients.front();
@@ -221,8 +234,10 @@ int poisson_test(const Options& o) {
       cv.wait(lk, [&] { return in_flight < pool; });
       ++in_flight;
     }
-    th.emplace_back([&, prompt] {
+    th.emplace_back([&, prompt, at] {
       Sample s = run_request(o, prompt, o.max_tokens);
+      s.arrival_s = at;
+      s.prompt = prompt;
       std::lock_guard<std::mutex> lk(mu);
       if (s.ok) done.push_back(std::move(s));
       else ++failed;
@@ -232,6 +247,23 @@ int poisson_test(const Options& o) {
   }
   for (auto& t : th) t.join();
   const double wall = ms(Clock::now() - t0) / 1e3;
+  // Each request's slowdown: its TPOT in the traffic over its TPOT replayed alone afterwards (the
+  // same prompt, so the same context length: a 4k-token stream decodes slower than the idle
+  // 100-token one even alone).
+  std::vector<double> slowdown;
+  for (Sample& s : done) {
+    const Sample alone = run_request(o, s.prompt, o.max_tokens);
+    if (alone.ok && alone.tpot_ms > 0 && s.tokens > 1) slowdown.push_back(s.tpot_ms / alone.tpot_ms);
+    s.alone_tpot_ms = alone.tpot_ms;
+  }
+  // The slowest streams on stderr, to see what sets the TPOT tail.
+  std::sort(done.begin(), done.end(), [](const Sample& a, const Sample& b) { return a.tpot_ms > b.tpot_ms; });
+  for (size_t i = 0; i < done.size() && i < 3; ++i)
+    std::fprintf(stderr,
+                 "slowest TPOT %zu: %.1f ms (alone %.1f ms), sent at %.1f s, %lld prompt tokens, TTFT %.0f ms, "
+                 "longest gap %.0f ms\n",
+                 i + 1, done[i].tpot_ms, done[i].alone_tpot_ms, done[i].arrival_s, (long long)done[i].prompt_tokens,
+                 done[i].ttft_ms, done[i].max_gap_ms);
   std::vector<double> ttft, tpot, gaps, prompts;
   int64_t out_tokens = 0, prompt_tokens = 0;
   for (const Sample& s : done) {
@@ -243,12 +275,16 @@ int poisson_test(const Options& o) {
     prompt_tokens += s.prompt_tokens;
   }
   std::printf("| server | requests | failed | prompt tokens p50 / p99 / max | idle TPOT ms | TTFT p50 ms | TTFT p99 ms | "
-              "TPOT p50 ms | TPOT p99 ms | gap p99 ms | gap max ms | output tok/s | prompt tok/s |\n"
-              "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
-  std::printf("| %s | %zu | %d | %.0f / %.0f / %.0f | %.1f | %.0f | %.0f | %.1f | %.1f | %.0f | %.0f | %.2f | %.0f |\n",
-              o.label.c_str(), done.size(), failed, pct(prompts, 50), pct(prompts, 99), pct(prompts, 100), idle.tpot_ms,
-              pct(ttft, 50), pct(ttft, 99), pct(tpot, 50), pct(tpot, 99), pct(gaps, 99), pct(gaps, 100),
-              double(out_tokens) / wall, double(prompt_tokens) / wall);
+              "TPOT p50 ms | TPOT p99 ms | TPOT p99 / idle | slowdown p50 / p99 | gap p99 ms | gap max ms | "
+              "output tok/s | prompt tok/s |\n"
+              "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+  std::printf(
+      "| %s | %zu | %d | %.0f / %.0f / %.0f | %.1f | %.0f | %.0f | %.1f | %.1f | %.2f | %.2f / %.2f | %.0f | %.0f | %.2f | "
+      "%.0f |\n",
+      o.label.c_str(), done.size(), failed, pct(prompts, 50), pct(prompts, 99), pct(prompts, 100), idle.tpot_ms,
+      pct(ttft, 50), pct(ttft, 99), pct(tpot, 50), pct(tpot, 99), idle.tpot_ms > 0 ? pct(tpot, 99) / idle.tpot_ms : 0.0,
+      pct(slowdown, 50), pct(slowdown, 99), pct(gaps, 99), pct(gaps, 100), double(out_tokens) / wall,
+      double(prompt_tokens) / wall);
   std::fflush(stdout);
   return failed + (idle.ok ? 0 : 1);
 }
