@@ -34,7 +34,9 @@ TEST_F(BadRequests, EachGetsItsStatusAndAnErrorObject) {
     ASSERT_TRUE(j.is_object() && j.contains("error")) << res->body;
     EXPECT_TRUE(j["error"]["message"].is_string() && !j["error"]["message"].get<std::string>().empty());
     EXPECT_TRUE(j["error"]["type"].is_string());
-    if (c.param) EXPECT_EQ(j["error"]["param"], c.param) << res->body;
+    if (c.param) {
+      EXPECT_EQ(j["error"]["param"], c.param) << res->body;
+    }
     // The library names fields; a client cannot pass a CLI flag ("raise -c").
     const std::string message = j["error"]["message"].is_string() ? j["error"]["message"].get<std::string>() : "";
     EXPECT_FALSE(std::regex_search(message, std::regex(R"((^|[\s(])--?[A-Za-z])"))) << message;

@@ -56,19 +56,6 @@ std::string long_request(std::mt19937& rng) {
   return http_post("/v1/completions", body);
 }
 
-int connect_loopback(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
 // Runs one client's plan. Returns what it read of the reply (drained before the close, so the
 // close is a plain FIN, as a client process exiting would send).
 std::string run_client(int port, const Plan& p, Clock::time_point t0) {

@@ -33,22 +33,18 @@ int tokens_during_long_prefill(double prefill_share) {
   std::atomic<bool> hang_up{false};
   std::future<void> stream = std::async(std::launch::async, [&] {
     auto c = srv.client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.set_header("Content-Type", "application/json");
-    req.body = R"({"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true, "temperature": 0,
-                   "logprobs": 0, "stream": true})";  // logprobs: one event per token, even mid-character
-    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-      for (std::string_view s(data, n); !s.empty();) {
-        const size_t at = s.find("data: ");
-        if (at == std::string_view::npos) break;
-        ++events;
-        s.remove_prefix(at + 6);
-      }
-      return !hang_up.load();
-    };
-    c.send(req);
+    // logprobs: one event per token, even mid-character
+    c.send(streamed_completion(R"({"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true,
+                                   "temperature": 0, "logprobs": 0, "stream": true})",
+                               [&](const char* data, size_t n, uint64_t, uint64_t) {
+                                 for (std::string_view s(data, n); !s.empty();) {
+                                   const size_t at = s.find("data: ");
+                                   if (at == std::string_view::npos) break;
+                                   ++events;
+                                   s.remove_prefix(at + 6);
+                                 }
+                                 return !hang_up.load();
+                               }));
   });
   while (events < 3) std::this_thread::sleep_for(std::chrono::milliseconds(2));
   std::string ids;
@@ -61,20 +57,17 @@ int tokens_during_long_prefill(double prefill_share) {
   // showed 15 tokens for 10 chunks under a parallel ctest on two busy cores.
   auto cli = srv.client();
   int before = -1, during = -1, status = 0;
-  httplib::Request req;
-  req.method = "POST";
-  req.path = "/v1/completions";
-  req.set_header("Content-Type", "application/json");
-  req.body = R"({"prompt": [)" + ids + R"(], "max_tokens": 1, "stream": true})";
+  httplib::Request req = streamed_completion(R"({"prompt": [)" + ids + R"(], "max_tokens": 1, "stream": true})",
+                                             [&](const char* data, size_t n, uint64_t, uint64_t) {
+                                               if (std::string_view(data, n).find("data: ") == std::string_view::npos)
+                                                 return true;  // a ":" keep-alive
+                                               during = events.load() - before;
+                                               return false;  // the first token is all it needs: hang up
+                                             });
   req.response_handler = [&](const httplib::Response& r) {
     status = r.status;
     before = events.load();
     return true;
-  };
-  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-    if (std::string_view(data, n).find("data: ") == std::string_view::npos) return true;  // a ":" keep-alive
-    during = events.load() - before;
-    return false;  // the first token is all it needs: hang up
   };
   cli.send(req);
   hang_up = true;

@@ -1,7 +1,10 @@
 // An in-process server on a free loopback port over the in-repo model, and small helpers to
 // talk to it (cpp-httplib's client, raw sockets for misbehaving clients).
 #pragma once
+#include <arpa/inet.h>
 #include <httplib.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -48,6 +51,32 @@ class TestServer {
   int port_ = 0;
   std::thread thread_;
 };
+
+// A raw TCP connection to the server on loopback port `port` (the socket, or -1), for clients
+// that misbehave in ways cpp-httplib's client cannot (hang up mid-request, stall, half-close).
+inline int connect_loopback(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(uint16_t(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) {
+    close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+// A streamed POST of `body` to /v1/completions whose chunks go to `on_chunk` (return false to hang up).
+inline httplib::Request streamed_completion(std::string body, httplib::ContentReceiverWithProgress on_chunk) {
+  httplib::Request req;
+  req.method = "POST";
+  req.path = "/v1/completions";
+  req.set_header("Content-Type", "application/json");
+  req.body = std::move(body);
+  req.content_receiver = std::move(on_chunk);
+  return req;
+}
 
 // The value of a Prometheus sample line "name value" (or "name{...} value"), or -1.
 inline double metric(const std::string& text, const std::string& name) {

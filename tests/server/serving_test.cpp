@@ -196,16 +196,12 @@ TEST(Serving, FullQueueAnswers429AndMemoryShortage503) {
     std::atomic<bool> streaming{false}, hang_up{false};
     std::future<int> holder = std::async(std::launch::async, [&] {
       auto c = srv.client();
-      httplib::Request req;
-      req.method = "POST";
-      req.path = "/v1/completions";
-      req.set_header("Content-Type", "application/json");
-      req.body = R"({"prompt": "Once", "max_tokens": 3000, "ignore_eos": true, "stream": true})";
-      req.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) {
-        streaming = true;
-        return !hang_up.load();  // then the request is cancelled and frees the slot
-      };
-      auto res = c.send(req);
+      auto res = c.send(streamed_completion(
+          R"({"prompt": "Once", "max_tokens": 3000, "ignore_eos": true, "stream": true})",
+          [&](const char*, size_t, uint64_t, uint64_t) {
+            streaming = true;
+            return !hang_up.load();  // then the request is cancelled and frees the slot
+          }));
       return res ? res->status : -1;
     });
     while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -258,17 +254,12 @@ TEST(Serving, StopAnswersUnfinishedRequestsWith503) {
   std::string stream_body;
   std::future<int> holder = std::async(std::launch::async, [&] {
     auto c = srv->client();
-    httplib::Request req;
-    req.method = "POST";
-    req.path = "/v1/completions";
-    req.set_header("Content-Type", "application/json");
-    req.body = R"({"prompt": "Once", "max_tokens": 4000, "ignore_eos": true, "stream": true})";
-    req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
-      stream_body.append(data, n);
-      streaming = true;
-      return true;
-    };
-    auto res = c.send(req);
+    auto res = c.send(streamed_completion(R"({"prompt": "Once", "max_tokens": 4000, "ignore_eos": true, "stream": true})",
+                                          [&](const char* data, size_t n, uint64_t, uint64_t) {
+                                            stream_body.append(data, n);
+                                            streaming = true;
+                                            return true;
+                                          }));
     return res ? res->status : -1;
   });
   while (!streaming) std::this_thread::sleep_for(std::chrono::milliseconds(5));
@@ -291,23 +282,14 @@ TEST(Serving, StopAnswersUnfinishedRequestsWith503) {
   EXPECT_EQ(json::parse(body, nullptr, false)["error"]["code"], "shutting_down") << body;
 }
 
-int connect_to(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_port = htons(uint16_t(port));
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  EXPECT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-  return fd;
-}
-
 TEST(Serving, ClientThatDisconnectsMidStreamIsCancelled) {
   TestServer srv;
   auto cli = srv.client();
   auto metrics = [&] { return cli.Get("/metrics")->body; };
   const double baseline = metric(metrics(), "magicpig_memory_reserved_bytes");
   EXPECT_EQ(baseline, 0);
-  const int fd = connect_to(srv.port());
+  const int fd = connect_loopback(srv.port());
+  ASSERT_GE(fd, 0);
   const std::string body = R"({"prompt": "Once upon a time", "max_tokens": 4000, "ignore_eos": true, "stream": true})";
   const std::string req = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: " +
                           std::to_string(body.size()) + "\r\n\r\n" + body;
@@ -340,7 +322,8 @@ TEST(Serving, SlowClientIsDroppedAndOthersAreServed) {
   server::ServerOptions o;
   o.read_timeout_s = 1;
   TestServer srv(o);
-  const int fd = connect_to(srv.port());
+  const int fd = connect_loopback(srv.port());
+  ASSERT_GE(fd, 0);
   const std::string partial = "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{\"pro";
   ASSERT_GT(send(fd, partial.data(), partial.size(), 0), 0);
   auto cli = srv.client();
