@@ -250,12 +250,16 @@ int poisson_test(const Options& o) {
   // Each request's slowdown: its TPOT in the traffic over its TPOT replayed alone afterwards (the
   // same prompt, so the same context length: a 4k-token stream decodes slower than the idle
   // 100-token one even alone).
+  // A replay that fails counts as a failure (exit 1), not as a request left out of the slowdowns.
   std::vector<double> slowdown;
+  int replays_failed = 0;
   for (Sample& s : done) {
     const Sample alone = run_request(o, s.prompt, o.max_tokens);
+    replays_failed += alone.ok ? 0 : 1;
     if (alone.ok && alone.tpot_ms > 0 && s.tokens > 1) slowdown.push_back(s.tpot_ms / alone.tpot_ms);
     s.alone_tpot_ms = alone.tpot_ms;
   }
+  if (replays_failed > 0) std::fprintf(stderr, "%d replays alone failed\n", replays_failed);
   // The slowest streams on stderr, to see what sets the TPOT tail.
   std::sort(done.begin(), done.end(), [](const Sample& a, const Sample& b) { return a.tpot_ms > b.tpot_ms; });
   for (size_t i = 0; i < done.size() && i < 3; ++i)
@@ -286,7 +290,7 @@ int poisson_test(const Options& o) {
       pct(slowdown, 50), pct(slowdown, 99), pct(gaps, 99), pct(gaps, 100), double(out_tokens) / wall,
       double(prompt_tokens) / wall);
   std::fflush(stdout);
-  return failed + (idle.ok ? 0 : 1);
+  return failed + replays_failed + (idle.ok ? 0 : 1);
 }
 
 [[noreturn]] void usage_error(const std::string& msg) {
