@@ -10,7 +10,7 @@ def rows(path, engine):
         if r.get("n_gen", 0) == 0 or r.get("n_prompt", 0) != 0:
             continue
         label = engine if engine == "llama.cpp" else f"magicpig {r['attn']}" + (
-            f" (K={r['K']}, L={r['L']})" if r.get("attn") == "magicpig" else "")
+            f" ({r['setting']})" if r.get("attn") == "magicpig" and r.get("setting") else "")
         if r.get("n_seq", 1) != 1:
             label += f" x{r['n_seq']}"
         out.append((label, int(r["n_depth"]), float(r["avg_ts"]), float(r["stddev_ts"])))

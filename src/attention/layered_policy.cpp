@@ -106,6 +106,11 @@ void LayeredPolicy::attend_sampled(int layer, const KvView& kv, const float* q, 
   cost_.keys_read += static_cast<double>(std::accumulate(read.begin(), read.end(), int64_t{0}));
 }
 
+void LayeredPolicy::sampled_part(int layer, const KvView&, const float*, const uint16_t*, float*, float*, int,
+                                 int64_t*) {
+  throw Error(cfg_.name + ": layer " + std::to_string(layer) + " has no sampled part (the policy does not split)");
+}
+
 void LayeredPolicy::empty_sample(int64_t n_prompt, float* out, float* lse, int64_t* keys_read) const {
   std::fill(out, out + static_cast<int64_t>(shape_.n_head) * shape_.head_dim, 0.0f);
   std::fill(lse, lse + shape_.n_head, -std::numeric_limits<float>::infinity());

@@ -36,8 +36,14 @@ class LayeredPolicy : public SequenceAttention {
   virtual void prefill_sparse(int layer, const KvView& kv, int n_threads) {}
   // attend_sampled's part of a policy whose sparse layers split (policy.h): out, lse and
   // keys_read[hq] of a layer exact_part answered true for. Never called otherwise.
+  // The default throws: a policy that answers exact_part must override it.
   virtual void sampled_part(int layer, const KvView& kv, const float* q, const uint16_t* q_codes, float* out,
-                            float* lse, int n_threads, int64_t* keys_read) {}
+                            float* lse, int n_threads, int64_t* keys_read);
+  // Whether a layer may split into an exact and a sampled part (before it is prefilled): the
+  // policy samples alone, and the layer is a sparse one with no exact head.
+  bool may_split(int layer) const {
+    return samples_alone() && layer >= 0 && layer < shape_.n_layer && !is_dense(layer) && !has_exact_head_[layer];
+  }
   // The sampled part of a layer that offloaded nothing: empty (out 0, lse -inf), every query
   // head counted as reading the n_prompt prompt keys of the exact part.
   void empty_sample(int64_t n_prompt, float* out, float* lse, int64_t* keys_read) const;

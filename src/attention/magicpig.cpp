@@ -157,9 +157,8 @@ void MagicPigAttention::sparse_step(int layer, LayerState& st, const KvView& kv,
 }
 
 bool MagicPigAttention::exact_part(int layer, int64_t n_tokens, ExactPart* part) const {
-  if (!samples_alone() || layer < 0 || layer >= shape_.n_layer || is_dense(layer) || has_exact_head_[layer]) return false;
+  if (!may_split(layer) || !layers_[layer].prefilled) return false;
   const LayerState& st = layers_[layer];
-  if (!st.prefilled) return false;
   *part = st.exact_part_ahead(n_tokens, cfg_.insert_generated, cfg_.local);
   return true;
 }

@@ -197,6 +197,15 @@ std::string param_text(const ParamDesc& p, const Config& cfg) {
   return fmt_real(p.get_real(cfg));
 }
 
+std::string setting_text(const Config& cfg) {
+  std::string out;
+  if (const PolicyDesc* policy = find_policy(cfg.name))
+    for (const ParamDesc* p : policy->params)
+      if (p->in_label && param_applies(*policy, *p, cfg))
+        out += (out.empty() ? "" : ":") + p->key + "=" + param_text(*p, cfg);
+  return out;
+}
+
 std::string param_range_error(const ParamDesc& p, const Config& cfg) {
   switch (p.type) {
     case ParamType::Seed:

@@ -72,14 +72,18 @@ std::string all_keys_text();
 // Whether the policy reads this Config field ("lsh_k").
 bool reads_field(const PolicyDesc& policy, const std::string& field);
 // Whether p takes part in cfg's configuration of `policy`, for labels and profiles: magicpig's
-// collision sampler (rank_bits and rank_key_bits 0) reads K, L and threshold, its ranked sampler bits or key-bits, budget and
-// tail; every other parameter always takes part. Spec strings accept all of a policy's keys.
+// collision sampler (rank_bits and rank_key_bits 0) reads K, L and threshold, its ranked
+// sampler bits or key-bits, budget and tail; every other parameter always takes part. Spec
+// strings accept all of a policy's keys.
 bool param_applies(const PolicyDesc& policy, const ParamDesc& p, const Config& cfg);
 // Every parameter of every policy, once per field, in registry order.
 const std::vector<const ParamDesc*>& all_params();
 
 // The parameter's value in cfg as text: "10", "0.02".
 std::string param_text(const ParamDesc& p, const Config& cfg);
+// "key-bits=4:budget=0.03:tail=0.01:sinks=4:local=64": the labelled parameters of cfg's policy
+// that apply to cfg (param_applies), in registry order; "" for a policy with none.
+std::string setting_text(const Config& cfg);
 // "field must be in [lo, hi], got v" when cfg's value is out of range, else "".
 std::string param_range_error(const ParamDesc& p, const Config& cfg);
 

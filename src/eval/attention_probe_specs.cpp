@@ -37,11 +37,8 @@ std::string read_eval_text(const std::string& text, const std::string& file) {
 
 std::string PolicySpec::params() const {
   const attn::Config& c = cfg;
-  std::string p;
+  std::string p = attn::setting_text(c);
   auto add = [&p](const std::string& k, const std::string& v) { p += (p.empty() ? "" : ":") + k + "=" + v; };
-  if (const attn::PolicyDesc* policy = attn::find_policy(c.name))
-    for (const attn::ParamDesc* q : policy->params)
-      if (q->in_label && attn::param_applies(*policy, *q, c)) add(q->key, attn::param_text(*q, c));
   if (c.dense_layers_set) {
     std::string l;
     for (int x : c.dense_layers) l += (l.empty() ? "" : ";") + std::to_string(x);

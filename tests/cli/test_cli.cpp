@@ -234,6 +234,17 @@ TEST_F(Cli, BenchRandomDepthFillMarkdown) {
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find("| tg4 @ d200 |"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("synthetic K/V"), std::string::npos) << r.output;
+  // A model with no profile runs magicpig's uncalibrated setting, and the row names that sampler.
+  EXPECT_NE(r.output.find("| magicpig | key-bits=4:budget=0.03:tail=0.01:"), std::string::npos) << r.output;
+}
+
+TEST_F(Cli, BenchNamesTheCollisionSamplerByItsTables) {
+  const test::CommandResult r = test::run_command(kBin + " bench -m " + model() +
+                                                  " -p 0 -n 2 -d 100 --attn magicpig --attn-profile none --depth-fill "
+                                                  "random -r 1 -t 1 --no-warmup -o csv 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find(",magicpig,K=10:L=150:threshold=2:"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("key-bits"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, BenchDecodesSeveralSequencesTogether) {

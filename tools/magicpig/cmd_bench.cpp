@@ -96,7 +96,16 @@ std::string test_name(const Row& r) {
   return t;
 }
 
-// config_of(name): the configuration policy `name` ran with (K, L and exact heads are printed).
+// The row's sampler setting ("key-bits=4:budget=0.03:tail=0.01:sinks=4:local=64", plus its exact
+// heads): K and L alone would misname the ranked sampler, which reads neither.
+std::string setting(const attn::Config& ac) {
+  std::string s = attn::setting_text(ac);
+  if (!ac.exact_heads.empty())
+    s += (s.empty() ? "+" : " +") + std::to_string(ac.exact_heads.size()) + " exact heads";
+  return s;
+}
+
+// config_of(name): the configuration policy `name` ran with (its setting is printed).
 void print_rows(const std::vector<Row>& rows, const Model& m, const std::string& path, const BenchOptions& o,
                 const std::function<attn::Config(const std::string&)>& config_of) {
   const double size_gib = double(m.weight_bytes()) / double(1 << 30);
@@ -121,13 +130,15 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
       };
       std::printf(
           "  {\"model_filename\": \"%s\", \"model_size\": %zu, \"model_n_params\": %zu, \"n_threads\": %d, "
-          "\"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, \"attn\": \"%s\", \"K\": %d, \"L\": %d, "
+          "\"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, \"attn\": \"%s\", \"setting\": \"%s\", "
+          "\"K\": %d, \"L\": %d, "
           "\"n_seq\": %d, \"depth_fill\": \"%s\", \"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, "
           "\"stddev_ts\": %.6f, \"samples_ns\": %s, \"samples_ts\": %s, \"key_fraction\": %.6f, "
           "\"kv_bytes\": %zu, \"table_bytes\": %zu, \"table_build_s\": %.6f, \"peak_rss_bytes\": %zu, "
           "\"overlap_tables\": %s}%s\n",
           path.c_str(), m.weight_bytes(), params, r.threads, (long long)r.n_prompt, (long long)r.n_gen,
-          (long long)r.depth, r.attn.c_str(), ac.lsh_k, ac.lsh_l, r.n_seq, o.depth_fill.c_str(), mean(r.ns),
+          (long long)r.depth, r.attn.c_str(), setting(ac).c_str(), ac.lsh_k, ac.lsh_l, r.n_seq, o.depth_fill.c_str(),
+          mean(r.ns),
           stddev(r.ns), mean(ts), stddev(ts), list(r.ns, true).c_str(), list(ts, false).c_str(), r.key_fraction,
           r.kv_bytes, r.aux_bytes, r.table_build_s, r.peak_rss,
           r.overlap_tables < 0 ? "null" : r.overlap_tables ? "true" : "false", i + 1 < rows.size() ? "," : "");
@@ -137,10 +148,10 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
   }
   const bool csv = o.output == "csv";
   if (csv)
-    std::printf("model,size_gib,params_m,attn,K,L,n_seq,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,"
+    std::printf("model,size_gib,params_m,attn,setting,K,L,n_seq,threads,test,n_prompt,n_gen,n_depth,avg_ts,stddev_ts,"
                 "ms_per_token,key_fraction,kv_mib,table_mib,table_build_s,peak_rss_mib\n");
   else
-    std::printf("| model | size | params | attn | K,L | n_seq | threads | test | t/s | ms/token | keys read | KV | "
+    std::printf("| model | size | params | attn | setting | n_seq | threads | test | t/s | ms/token | keys read | KV | "
                 "tables | peak RSS |\n|---|---:|---:|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|\n");
   for (const Row& r : rows) {
     const attn::Config ac = config_of(r.attn);
@@ -148,13 +159,12 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
     std::vector<double> ts;
     for (double ns : r.ns) ts.push_back(double(tokens) * 1e9 / ns);
     const double ms_tok = mean(r.ns) / 1e6 / double(tokens);
-    const bool lsh = attn::reads_field(attn::policy_desc(r.attn), "lsh_k");
-    std::string kl = lsh ? std::to_string(ac.lsh_k) + "," + std::to_string(ac.lsh_l) : "-";
-    if (!ac.exact_heads.empty()) kl += " +" + std::to_string(ac.exact_heads.size()) + " exact heads";
+    const std::string kl = setting(ac).empty() ? "-" : setting(ac);
     const std::string name = std::filesystem::path(path).filename().string();
     if (csv)
-      std::printf("%s,%.3f,%.2f,%s,%d,%d,%d,%d,%s,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.5f,%.2f,%.2f,%.3f,%.1f\n", name.c_str(),
-                  size_gib, double(params) / 1e6, r.attn.c_str(), ac.lsh_k, ac.lsh_l, r.n_seq, r.threads,
+      std::printf("%s,%.3f,%.2f,%s,%s,%d,%d,%d,%d,%s,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.5f,%.2f,%.2f,%.3f,%.1f\n",
+                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), setting(ac).c_str(), ac.lsh_k,
+                  ac.lsh_l, r.n_seq, r.threads,
                   test_name(r).c_str(), (long long)r.n_prompt, (long long)r.n_gen, (long long)r.depth, mean(ts),
                   stddev(ts), ms_tok, r.key_fraction, r.kv_bytes / 1048576.0, r.aux_bytes / 1048576.0,
                   r.table_build_s, r.peak_rss / 1048576.0);

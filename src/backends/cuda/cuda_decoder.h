@@ -8,9 +8,10 @@
 // part (sinks, the prompt's local window, the recent generated tokens; exact_window.h), attends
 // it, and hashes the query where the policy hashes queries (the collision sampler; the ranked
 // one scans its key codes on the CPU); the CPU policy computes the sampled part alone
-// (attend_sampled), and its output and LSE go back to be merged on the GPU by log-sum-exp. Otherwise, and for a sequence whose exact part
-// the device does not hold (a prompt too short to sample, once its generated tokens outgrow
-// the window), the CPU policy attends the sparse layer whole and the output goes back.
+// (attend_sampled), and its output and LSE go back to be merged on the GPU by log-sum-exp.
+// Otherwise, and for a sequence whose exact part the device does not hold (a prompt too short
+// to sample, once its generated tokens outgrow the window), the CPU policy attends the sparse
+// layer whole and the output goes back.
 //
 // Prefill stays on the CPU (Sequence::prefill); attach() then moves the prompt's K/V of the
 // GPU layers to the device and returns the CPU pages of those layers to the OS, so the CPU
