@@ -159,18 +159,18 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
     std::vector<double> ts;
     for (double ns : r.ns) ts.push_back(double(tokens) * 1e9 / ns);
     const double ms_tok = mean(r.ns) / 1e6 / double(tokens);
-    const std::string kl = setting(ac).empty() ? "-" : setting(ac);
+    const std::string set = setting(ac);
     const std::string name = std::filesystem::path(path).filename().string();
     if (csv)
       std::printf("%s,%.3f,%.2f,%s,%s,%d,%d,%d,%d,%s,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.5f,%.2f,%.2f,%.3f,%.1f\n",
-                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), setting(ac).c_str(), ac.lsh_k,
+                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), set.c_str(), ac.lsh_k,
                   ac.lsh_l, r.n_seq, r.threads,
                   test_name(r).c_str(), (long long)r.n_prompt, (long long)r.n_gen, (long long)r.depth, mean(ts),
                   stddev(ts), ms_tok, r.key_fraction, r.kv_bytes / 1048576.0, r.aux_bytes / 1048576.0,
                   r.table_build_s, r.peak_rss / 1048576.0);
     else
       std::printf("| %s | %.2f GiB | %.2f M | %s | %s | %d | %d | %s | %.2f ± %.2f | %.3f | %.4f | %s | %s | %s |\n",
-                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), kl.c_str(), r.n_seq, r.threads,
+                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), set.empty() ? "-" : set.c_str(), r.n_seq, r.threads,
                   test_name(r).c_str(), mean(ts), stddev(ts), ms_tok, r.key_fraction,
                   human_bytes(double(r.kv_bytes)).c_str(), human_bytes(double(r.aux_bytes)).c_str(),
                   human_bytes(double(r.peak_rss)).c_str());
