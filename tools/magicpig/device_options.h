@@ -5,13 +5,8 @@
 #include <memory>
 #include <string>
 
-#include "args.h"
 #include "backends/cuda/cuda_decoder.h"
-
-namespace mp {
-struct Model;
-struct SequenceOptions;
-}  // namespace mp
+#include "common.h"  // Args, and the Model and SequenceOptions declarations
 
 namespace mp::cli {
 
