@@ -88,8 +88,8 @@ void validate(const Model& model, const RunOptions& opt) {
   check(!opt.out_dir.empty(), "out_dir: none given");
   const int64_t ctx = opt.n_ctx > 0 ? opt.n_ctx : model.hp.n_ctx_train;
   for (int64_t L : opt.lengths) {
-    check(L >= 16, "--lengths: " + std::to_string(L) + " is too short (>= 16 tokens)");
-    check(L <= ctx, "--lengths: " + std::to_string(L) + " tokens exceed the context of " + std::to_string(ctx) +
+    check(L >= 16, "lengths: " + std::to_string(L) + " is too short (>= 16 tokens)");
+    check(L <= ctx, "lengths: " + std::to_string(L) + " tokens exceed the context of " + std::to_string(ctx) +
                         " tokens (" + (opt.n_ctx > 0 ? "raise n_ctx" : "the model's training context; raise n_ctx") +
                         " or lower lengths)");
   }

@@ -47,9 +47,9 @@ std::vector<std::string> parse_task_list(const std::string& list) {
     size_t end = list.find(',', pos);
     if (end == std::string::npos) end = list.size();
     const std::string name = list.substr(pos, end - pos);
-    check(!name.empty(), "--tasks: empty task name in '" + list + "'");
+    check(!name.empty(), "tasks: empty task name in '" + list + "'");
     task_spec(name);
-    check(std::find(out.begin(), out.end(), name) == out.end(), "--tasks: '" + name + "' given twice");
+    check(std::find(out.begin(), out.end(), name) == out.end(), "tasks: '" + name + "' given twice");
     out.push_back(name);
     pos = end + 1;
   }

@@ -7,7 +7,7 @@ namespace mp::parallel {
 bool have_mpi() { return false; }
 
 std::unique_ptr<Comm> world_comm() {
-  throw Error("--context-parallel needs MPI, and this build has none: install openmpi-bin libopenmpi-dev "
+  throw Error("context parallelism needs MPI, and this build has none: install openmpi-bin libopenmpi-dev "
               "(scripts/setup.sh) and configure with -DMAGICPIG_MPI=ON");
 }
 
