@@ -2,10 +2,20 @@
 // guarantees lacks: this file alone is compiled for it, and hamming_distances calls it only
 // where cpuid reports it (vpopcnt_usable).
 #include <immintrin.h>
+
+#include <cstdint>
+
+#include "attention/lsh/rank_codes.h"
+
+// Everything defined from here on, hamming_blocks included, is compiled for VPOPCNTDQ: GCC takes
+// the target pragma, clang (the fuzz build) an attribute pushed onto every function.
+#if defined(__clang__)
+#pragma clang attribute push(__attribute__((target("avx512vpopcntdq"))), apply_to = function)
+#else
 #pragma GCC target("avx512vpopcntdq")
+#endif
 
 #include "attention/lsh/hamming_blocks_avx512.h"
-#include "attention/lsh/rank_codes.h"
 
 namespace mp::attn::lsh::detail {
 
@@ -24,3 +34,7 @@ void hamming_distances_avx512_vpopcnt(const RankCodes& c, const uint64_t* q, int
 }
 
 }  // namespace mp::attn::lsh::detail
+
+#if defined(__clang__)
+#pragma clang attribute pop
+#endif
