@@ -170,7 +170,8 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
                   r.table_build_s, r.peak_rss / 1048576.0);
     else
       std::printf("| %s | %.2f GiB | %.2f M | %s | %s | %d | %d | %s | %.2f ± %.2f | %.3f | %.4f | %s | %s | %s |\n",
-                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), set.empty() ? "-" : set.c_str(), r.n_seq, r.threads,
+                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), set.empty() ? "-" : set.c_str(),
+                  r.n_seq, r.threads,
                   test_name(r).c_str(), mean(ts), stddev(ts), ms_tok, r.key_fraction,
                   human_bytes(double(r.kv_bytes)).c_str(), human_bytes(double(r.aux_bytes)).c_str(),
                   human_bytes(double(r.peak_rss)).c_str());

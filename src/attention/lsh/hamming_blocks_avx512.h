@@ -33,7 +33,8 @@ void hamming_blocks(const RankCodes& c, const uint64_t* q, int n_q, uint16_t* di
         for (int w = w0; w < w1; ++w) {
           const __m512i qw = _mm512_set1_epi64(static_cast<long long>(q[g * W + w]));
           const uint64_t* row = blk + w * B;
-          for (int v = 0; v < V; ++v) sum[v] = Count::add(sum[v], _mm512_xor_si512(_mm512_loadu_si512(row + 8 * v), qw));
+          for (int v = 0; v < V; ++v)
+            sum[v] = Count::add(sum[v], _mm512_xor_si512(_mm512_loadu_si512(row + 8 * v), qw));
         }
         for (int v = 0; v < V; ++v) acc[v] = Count::flush(acc[v], sum[v]);
       }
