@@ -224,8 +224,11 @@ TEST_F(Cli, BenchPrintsLlamaBenchJsonRowsPerPolicy) {
   for (size_t p = r.output.find("\"avg_ts\""); p != std::string::npos; p = r.output.find("\"avg_ts\"", p + 1)) ++rows;
   EXPECT_EQ(rows, 8u) << r.output;
   for (const char* field : {"\"n_prompt\": 16", "\"n_gen\": 4", "\"n_depth\": 32", "\"stddev_ts\"", "\"avg_ns\"",
-                            "\"stddev_ns\"", "\"attn\": \"streaming\"", "\"n_seq\": 1", "\"K\": 10", "\"L\": 150"})
+                            "\"stddev_ns\"", "\"attn\": \"streaming\"", "\"n_seq\": 1"})
     EXPECT_NE(r.output.find(field), std::string::npos) << field;
+  // Neither policy hashes keys, so neither row claims LSH tables.
+  EXPECT_NE(r.output.find("\"K\": null, \"L\": null"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("\"K\": 10"), std::string::npos) << r.output;
 }
 
 TEST_F(Cli, BenchRandomDepthFillMarkdown) {
@@ -238,12 +241,23 @@ TEST_F(Cli, BenchRandomDepthFillMarkdown) {
   EXPECT_NE(r.output.find("| magicpig | key-bits=4:budget=0.03:tail=0.01:"), std::string::npos) << r.output;
 }
 
+TEST_F(Cli, BenchLeavesTheRankedSamplersTablesEmpty) {
+  const test::CommandResult r = test::run_command(kBin + " bench -m " + model() +
+                                                  " -p 0 -n 2 -d 100 --attn magicpig --depth-fill random -r 1 -t 1 "
+                                                  "--no-warmup -o csv 2>/dev/null");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // The ranked sampler reads neither K nor L, so those two columns stay empty.
+  EXPECT_NE(r.output.find(":tail=0.01:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(",,,1,1,tg2"), std::string::npos) << r.output;
+}
+
 TEST_F(Cli, BenchNamesTheCollisionSamplerByItsTables) {
   const test::CommandResult r = test::run_command(kBin + " bench -m " + model() +
                                                   " -p 0 -n 2 -d 100 --attn magicpig --attn-profile none --depth-fill "
                                                   "random -r 1 -t 1 --no-warmup -o csv 2>/dev/null");
   ASSERT_EQ(r.exit_code, 0) << r.output;
   EXPECT_NE(r.output.find(",magicpig,K=10:L=150:threshold=2:"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(",10,150,"), std::string::npos) << r.output;  // the K and L columns
   EXPECT_EQ(r.output.find("key-bits"), std::string::npos) << r.output;
 }
 

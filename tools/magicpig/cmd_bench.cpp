@@ -105,6 +105,15 @@ std::string setting(const attn::Config& ac) {
   return s;
 }
 
+// The value of the LSH parameter `key` ("K", "L") as text, or `none` where the configured
+// sampler does not read it (dense, topk, magicpig's ranked sampler).
+std::string lsh_param_text(const attn::Config& ac, const char* key, const char* none) {
+  const attn::PolicyDesc& policy = attn::policy_desc(ac.name);
+  const attn::ParamDesc* p = attn::find_param(policy, key);
+  if (!p || !attn::param_applies(policy, *p, ac)) return none;
+  return std::to_string(p->get_int(ac));
+}
+
 // config_of(name): the configuration policy `name` ran with (its setting is printed).
 void print_rows(const std::vector<Row>& rows, const Model& m, const std::string& path, const BenchOptions& o,
                 const std::function<attn::Config(const std::string&)>& config_of) {
@@ -131,13 +140,14 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
       std::printf(
           "  {\"model_filename\": \"%s\", \"model_size\": %zu, \"model_n_params\": %zu, \"n_threads\": %d, "
           "\"n_prompt\": %lld, \"n_gen\": %lld, \"n_depth\": %lld, \"attn\": \"%s\", \"setting\": \"%s\", "
-          "\"K\": %d, \"L\": %d, "
+          "\"K\": %s, \"L\": %s, "
           "\"n_seq\": %d, \"depth_fill\": \"%s\", \"avg_ns\": %.0f, \"stddev_ns\": %.0f, \"avg_ts\": %.6f, "
           "\"stddev_ts\": %.6f, \"samples_ns\": %s, \"samples_ts\": %s, \"key_fraction\": %.6f, "
           "\"kv_bytes\": %zu, \"table_bytes\": %zu, \"table_build_s\": %.6f, \"peak_rss_bytes\": %zu, "
           "\"overlap_tables\": %s}%s\n",
           path.c_str(), m.weight_bytes(), params, r.threads, (long long)r.n_prompt, (long long)r.n_gen,
-          (long long)r.depth, r.attn.c_str(), setting(ac).c_str(), ac.lsh_k, ac.lsh_l, r.n_seq, o.depth_fill.c_str(),
+          (long long)r.depth, r.attn.c_str(), setting(ac).c_str(), lsh_param_text(ac, "K", "null").c_str(),
+          lsh_param_text(ac, "L", "null").c_str(), r.n_seq, o.depth_fill.c_str(),
           mean(r.ns),
           stddev(r.ns), mean(ts), stddev(ts), list(r.ns, true).c_str(), list(ts, false).c_str(), r.key_fraction,
           r.kv_bytes, r.aux_bytes, r.table_build_s, r.peak_rss,
@@ -162,9 +172,9 @@ void print_rows(const std::vector<Row>& rows, const Model& m, const std::string&
     const std::string set = setting(ac);
     const std::string name = std::filesystem::path(path).filename().string();
     if (csv)
-      std::printf("%s,%.3f,%.2f,%s,%s,%d,%d,%d,%d,%s,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.5f,%.2f,%.2f,%.3f,%.1f\n",
-                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), set.c_str(), ac.lsh_k,
-                  ac.lsh_l, r.n_seq, r.threads,
+      std::printf("%s,%.3f,%.2f,%s,%s,%s,%s,%d,%d,%s,%lld,%lld,%lld,%.3f,%.3f,%.3f,%.5f,%.2f,%.2f,%.3f,%.1f\n",
+                  name.c_str(), size_gib, double(params) / 1e6, r.attn.c_str(), set.c_str(),
+                  lsh_param_text(ac, "K", "").c_str(), lsh_param_text(ac, "L", "").c_str(), r.n_seq, r.threads,
                   test_name(r).c_str(), (long long)r.n_prompt, (long long)r.n_gen, (long long)r.depth, mean(ts),
                   stddev(ts), ms_tok, r.key_fraction, r.kv_bytes / 1048576.0, r.aux_bytes / 1048576.0,
                   r.table_build_s, r.peak_rss / 1048576.0);
