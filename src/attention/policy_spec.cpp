@@ -95,6 +95,7 @@ Config config_from_spec(const std::string& entry, const Config& base) {
   const PolicyDesc& policy = policy_desc(parts[0]);  // unknown: names the known ones
   Config cfg = base;
   cfg.name = policy.name;
+  std::vector<const ParamDesc*> given;
   for (size_t i = 1; i < parts.size(); ++i) {
     const size_t eq = parts[i].find('=');
     check(eq != std::string::npos && eq > 0, where + ": expected key=value, got '" + parts[i] + "'");
@@ -111,6 +112,11 @@ Config config_from_spec(const std::string& entry, const Config& base) {
     const ParamDesc* p = find_spec_param(policy, key);
     check(p != nullptr, where + ": " + unknown_key_message(policy, key));
     set_param_text(*p, cfg, value, where + ": " + key);
+    given.push_back(p);
+  }
+  for (const ParamDesc* p : given) {
+    const std::string unread = unread_param_message(cfg, *p);
+    check(unread.empty(), where + ": " + with_spec_keys(unread));
   }
   check(!reads_field(policy, "threshold") || cfg.threshold <= cfg.lsh_l,
         where + ": threshold=" + std::to_string(cfg.threshold) + " exceeds L=" + std::to_string(cfg.lsh_l));

@@ -177,6 +177,29 @@ bool param_applies(const PolicyDesc& policy, const ParamDesc& p, const Config& c
   return true;
 }
 
+std::string unread_param_message(const Config& cfg, const ParamDesc& p) {
+  const PolicyDesc& policy = policy_desc(cfg.name);
+  if (!reads_field(policy, p.field)) {
+    std::string fields;
+    for (const ParamDesc* q : policy.params) fields += (fields.empty() ? "" : ", ") + q->field;
+    return p.field + " is not read by " + policy.name + " (it reads " + (fields.empty() ? "none" : fields) + ")";
+  }
+  if (&p == &kRankKeyBits) return "";
+  if (&p == &kRankBits)
+    return cfg.rank_bits == 0 || cfg.rank_key_bits == 0
+               ? ""
+               : "rank_bits is not read beside rank_key_bits > 0 (4-bit keys rank without SimHash codes); "
+                 "set one of them";
+  if (param_applies(policy, p, cfg)) return "";
+  return ranked_sampler(cfg) ? p.field + " is not read by magicpig's ranked sampler (rank_key_bits " +
+                                   std::to_string(cfg.rank_key_bits) + ", rank_bits " + std::to_string(cfg.rank_bits) +
+                                   "), which reads budget and tail; rank_bits 0 and rank_key_bits 0 select the "
+                                   "collision sampler, which reads lsh_k, lsh_l and threshold"
+                             : p.field + " is not read by magicpig's collision sampler (rank_bits 0, rank_key_bits 0), "
+                                   "which reads lsh_k, lsh_l and threshold; rank_key_bits 4 (or rank_bits > 0) "
+                                   "selects the ranked sampler, which reads budget and tail";
+}
+
 const std::vector<const ParamDesc*>& all_params() {
   static const std::vector<const ParamDesc*> params = [] {
     std::vector<const ParamDesc*> out;

@@ -78,6 +78,12 @@ bool reads_field(const PolicyDesc& policy, const std::string& field);
 bool param_applies(const PolicyDesc& policy, const ParamDesc& p, const Config& cfg);
 // Every parameter of every policy, once per field, in registry order.
 const std::vector<const ParamDesc*>& all_params();
+// "" when cfg's configuration reads p, else why not, naming Config fields: a parameter of
+// another policy, or one of magicpig's other sampler ("budget is not read by magicpig's
+// collision sampler ..."). The sampler selectors rank_bits and rank_key_bits are always read,
+// but rank_bits > 0 not beside rank_key_bits > 0. Front ends refuse a parameter given by hand
+// that this rejects, since a silently ignored one would run another configuration than asked.
+std::string unread_param_message(const Config& cfg, const ParamDesc& p);
 
 // The parameter's value in cfg as text: "10", "0.02".
 std::string param_text(const ParamDesc& p, const Config& cfg);

@@ -205,6 +205,7 @@ attn::Config parse_attention_extension(const json& ext, const attn::Config& base
   if (!policy)
     throw bad_request("magicpig.attn",
                       "unknown policy '" + cfg.name + "' (known: " + attn::policy_names_text() + ")");
+  std::vector<std::pair<std::string, const attn::ParamDesc*>> given;  // (JSON path, parameter)
   for (auto it = ext.begin(); it != ext.end(); ++it) {
     const std::string key = it.key();
     if (key == "attn") continue;
@@ -229,6 +230,11 @@ attn::Config parse_attention_extension(const json& ext, const attn::Config& base
     } catch (const Error& e) {
       throw bad_request(where, e.what());
     }
+    given.emplace_back(where, param);
+  }
+  for (const auto& [where, param] : given) {
+    const std::string unread = attn::unread_param_message(cfg, *param);
+    if (!unread.empty()) throw bad_request(where, "magicpig extension: " + attn::with_spec_keys(unread));
   }
   try {
     cfg.validate(head_shape(model.hp));

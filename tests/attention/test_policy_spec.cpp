@@ -67,6 +67,27 @@ TEST(PolicySpecGrammar, ValuesAreStrict) {
   for (const auto& [entry, want] : cases) EXPECT_NE(error_of(entry).find(want), std::string::npos) << error_of(entry);
 }
 
+// A key the entry's sampler does not read is refused: magicpig's collision sampler (the Config
+// defaults) reads no budget, its ranked sampler no K, L or threshold.
+TEST(PolicySpecGrammar, KeysOfMagicpigsOtherSamplerAreRefused) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"magicpig:budget=0.05", "budget is not read by magicpig's collision sampler"},
+      {"magicpig:tail=0.02:K=8", "tail is not read by magicpig's collision sampler"},
+      {"magicpig:key-bits=4:K=8", "K is not read by magicpig's ranked sampler (key-bits 4"},
+      {"magicpig:bits=256:threshold=3", "threshold is not read by magicpig's ranked sampler"},
+      {"magicpig:key-bits=4:bits=256", "bits is not read beside key-bits > 0"},
+  };
+  for (const auto& [entry, want] : cases) EXPECT_NE(error_of(entry).find(want), std::string::npos) << error_of(entry);
+  // The selectors themselves are always read, so a spec may switch a ranked base back.
+  Config ranked = config_from_spec("magicpig:key-bits=4:budget=0.05:tail=0.02", Config{});
+  EXPECT_DOUBLE_EQ(ranked.budget, 0.05);
+  const Config collision = config_from_spec("magicpig:key-bits=0:K=8", ranked);
+  EXPECT_EQ(collision.lsh_k, 8);
+  EXPECT_FALSE(ranked_sampler(collision));
+  EXPECT_NO_THROW(config_from_spec("magicpig:bits=0:key-bits=4", Config{}));
+  EXPECT_NO_THROW(config_from_spec("magicpig:budget=0.04", ranked));  // the base is ranked already
+}
+
 TEST(PolicySpecGrammar, LibraryErrorsInKeys) {
   EXPECT_EQ(with_spec_keys("threshold must be <= lsh_l (4), got 5"), "threshold must be <= L (4), got 5");
   EXPECT_EQ(with_spec_keys("page_size must be in [1, 65536], got 0"), "page-size must be in [1, 65536], got 0");

@@ -269,6 +269,24 @@ TEST_F(Cli, BenchDecodesSeveralSequencesTogether) {
   EXPECT_NE(r.output.find("\"n_seq\": 3"), std::string::npos) << r.output;
 }
 
+// A flag the chosen sampler does not read is refused rather than ignored: --budget alone would
+// run magicpig's collision sampler, -K under dense nothing at all.
+TEST_F(Cli, FlagsTheConfigurationDoesNotReadAreRefused) {
+  expect_error("run -m " + model() + " -p hi -n 1 --attn magicpig --budget 0.05",
+               "--budget is not read by magicpig's collision sampler");
+  expect_error("run -m " + model() + " -p hi -n 1 --attn magicpig --rank-key-bits 4 -K 8",
+               "-K is not read by magicpig's ranked sampler");
+  expect_error("run -m " + model() + " -p hi -n 1 --attn dense -K 8", "-K is not read by dense");
+  expect_error("eval perplexity -m " + model() + " -p 'a b c d e f' --attn dense,streaming --budget 0.05",
+               "--budget is read by none of the --attn entries (dense, streaming)");
+  const test::CommandResult ok = test::run_command(
+      kBin + " run -m " + model() + " -p hi -n 1 -t 1 --attn magicpig --rank-key-bits 4 --budget 0.05 2>&1");
+  EXPECT_EQ(ok.exit_code, 0) << ok.output;
+  const test::CommandResult list = test::run_command(
+      kBin + " eval perplexity -m " + model() + " -p 'a b c d e f g h' -t 1 --attn dense,topk --budget 0.05 2>&1");
+  EXPECT_EQ(list.exit_code, 0) << list.output;  // topk reads it
+}
+
 TEST_F(Cli, BenchBatchOutOfRange) { expect_error("bench -m " + model() + " -np 0", "-np"); }
 
 }  // namespace

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "attention/registry.h"
+#include "server/api_error.h"
 #include "server/request.h"
 #include "server_fixture.h"
 
@@ -38,6 +39,30 @@ TEST(AttentionExtension, ABarePolicyTakesItsUncalibratedSetting) {
 
   const attn::Config topk = parse_attention_extension(json{{"attn", "topk"}}, dense, m);
   EXPECT_DOUBLE_EQ(topk.budget, attn::Config{}.budget);
+}
+
+// A key the resulting sampler ignores is a 400, not a silent run of another configuration: a
+// budget alone starts from the collision sampler, which reads no budget.
+TEST(AttentionExtension, AKeyTheSamplerDoesNotReadIsRefused) {
+  const Model& m = test::tiny_model();
+  const attn::Config dense;
+  try {
+    parse_attention_extension(json{{"attn", "magicpig"}, {"budget", 0.05}}, dense, m);
+    FAIL() << "budget without a ranked sampler was accepted";
+  } catch (const ApiError& e) {
+    EXPECT_EQ(e.status, 400);
+    EXPECT_EQ(e.param, "magicpig.budget");
+    EXPECT_NE(std::string(e.what()).find("not read by magicpig's collision sampler"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("key-bits 4"), std::string::npos) << e.what();  // keys, not fields
+  }
+  const attn::Config ranked =
+      parse_attention_extension(json{{"attn", "magicpig"}, {"key-bits", 4}, {"budget", 0.05}}, dense, m);
+  EXPECT_DOUBLE_EQ(ranked.budget, 0.05);
+  // On a server whose own magicpig is ranked, a budget alone changes that sampler's budget.
+  attn::Config server_ranked = ranked;
+  const attn::Config tuned = parse_attention_extension(json{{"attn", "magicpig"}, {"budget", 0.07}}, server_ranked, m);
+  EXPECT_DOUBLE_EQ(tuned.budget, 0.07);
+  EXPECT_EQ(tuned.rank_key_bits, 4);
 }
 
 }  // namespace

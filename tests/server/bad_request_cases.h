@@ -71,6 +71,8 @@ inline std::vector<BadCase> bad_request_cases() {
        "magicpig.Q"},
       {"parameter of another policy", C, J, R"({"prompt": "x", "magicpig": {"attn": "topk", "K": 8}})", 400,
        "magicpig.K"},
+      {"key of magicpig's other sampler", C, J,
+       R"({"prompt": "x", "magicpig": {"attn": "magicpig", "key-bits": 4, "K": 8}})", 400, "magicpig.K"},
       {"budget out of range", C, J, R"({"prompt": "x", "magicpig": {"attn": "topk", "budget": 0}})", 400,
        "magicpig.budget"},
       {"policy parameter in the other spelling, out of range", C, J,

@@ -282,6 +282,9 @@ int cmd_bench(int argc, char** argv) {
     apply_attention_profile(c, profile, path, head_shape(model->hp));
     configs[name] = c;
   }
+  std::vector<attn::Config> used;
+  for (const auto& [name, c] : configs) used.push_back(c);
+  check_flags_read(profile, used);
   const auto budget = std::make_shared<MemoryBudget>(par.mem_limit);
   for (int threads : o.threads)
     for (int64_t depth : o.depth) {

@@ -65,7 +65,8 @@ int cmd_calibrate(int argc, char** argv) {
          "missed, per (layer, KV head); writes a profile that makes the most-missing heads exact within\n"
          "a cost target (docs/calibration.md).");
   add_model_options(a, mo, /*with_ctx=*/false);
-  add_attention_options(a, opt.policy, /*with_name=*/false);
+  ProfileChoice flags;
+  add_attention_options(a, opt.policy, /*with_name=*/false, &flags, /*with_profile_flag=*/false);
   a.value({"--tasks"}, "LIST", "one-turn needle tasks (default niah_single_2,niah_multikey_1,niah_multivalue)",
           [&](const std::string& v) { tasks = v; });
   a.value({"--length"}, "N", "prompt tokens per episode (default 4096)",
@@ -85,6 +86,7 @@ int cmd_calibrate(int argc, char** argv) {
           [&](const std::string& v) { profile_path = v; });
   a.flag({"--plot"}, "also draw DIR/heads.png (scripts/plot_calibration.py, needs matplotlib)", plot);
   if (!a.parse(argc, argv, 2)) return 0;
+  check_flags_read(flags, {opt.policy});
   opt.chat = !no_chat;
   if (!tasks.empty()) opt.tasks = split(tasks, ',');
   opt.n_threads = resolved_threads(mo);

@@ -83,6 +83,9 @@ int cmd_eval_ruler(int argc, char** argv) {
       applied = true;
     }
   }
+  std::vector<attn::Config> used;
+  for (const eval::ruler::PolicySpec& p : opt.policies) used.push_back(p.config);
+  check_flags_read(profile, used);
   check(applied || profile.choice.empty() || profile.choice == "none",
         "--attn-profile " + profile.choice + ": no bare entry of its policy in --attn to apply it to (e.g. --attn dense,magicpig)");
 

@@ -113,6 +113,7 @@ int cmd_run(int argc, char** argv) {
   std::unique_ptr<Model> model = Model::load(path);
   const double load_s = seconds_since(t_load);
   apply_attention_profile(ac, profile, path, head_shape(model->hp));
+  check_flags_read(profile, {ac});
 
   std::string text = prompt;
   if (chat) {

@@ -57,6 +57,7 @@ int cmd_serve(int argc, char** argv) {
   const std::string path = resolve_model_path(mo.model);
   std::unique_ptr<Model> model = Model::load(path);
   apply_attention_profile(so.attention, profile, path, head_shape(model->hp));
+  check_flags_read(profile, {so.attention});
   so.n_ctx = mo.n_ctx;
   so.kv_type = kv_type_for(mo, *model);
   so.n_threads = resolved_threads(mo);

@@ -121,7 +121,7 @@ std::string readers_of(const std::string& field) {
 
 }  // namespace
 
-void add_attention_options(Args& a, attn::Config& c, bool with_name, ProfileChoice* profile) {
+void add_attention_options(Args& a, attn::Config& c, bool with_name, ProfileChoice* profile, bool with_profile_flag) {
   auto given = [profile](const std::string& flag) {
     if (profile) profile->flags.push_back(flag);
   };
@@ -138,9 +138,10 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name, ProfileChoi
     const std::string flag = f.flags[0];
     const std::string help = readers_of(p->field) + p->help + " (default " + attn::param_text(*p, attn::Config{}) + ")";
     a.value(f.flags, p->type == attn::ParamType::Fraction ? "F" : "N", help,
-            [&c, p, flag, given](const std::string& v) {
+            [&c, p, flag, given, profile](const std::string& v) {
               attn::set_param_text(*p, c, v, flag);
               given(flag);
+              if (profile) profile->params.emplace_back(flag, p);
             });
   }
   a.action({"--no-lsh-insert-generated"}, "magicpig: keep generated tokens exact instead of hashing them",
@@ -153,7 +154,7 @@ void add_attention_options(Args& a, attn::Config& c, bool with_name, ProfileChoi
             if (v.empty() || v == "none") return;
             for (const std::string& s : split(v, ',')) c.dense_layers.push_back(int(parse_int("--dense-layers", s, 0, 4095)));
           });
-  if (profile)
+  if (profile && with_profile_flag)
     a.value({"--attn-profile"}, "FILE|none",
             "calibration profile of the attention policy (docs/calibration.md); default: the model's own "
             "(MODEL.gguf.profile.json or models/profiles/), else magicpig's setting for uncalibrated models (" +

@@ -32,9 +32,11 @@ DType kv_type_for(const ModelOptions& o, const Model& model);
 // Throws "--attn: unknown policy ..." unless name is one of attn::policy_names().
 void check_policy_name(const std::string& name);
 // Flags of every registry parameter that has one (attention_flags() in common.cpp), plus
-// --no-lsh-insert-generated and --dense-layers; with `profile`, --attn-profile FILE|none too,
-// and the parameter flags given are recorded there (profile_options.h).
-void add_attention_options(Args& a, attn::Config& c, bool with_name = true, ProfileChoice* profile = nullptr);
+// --no-lsh-insert-generated and --dense-layers; with `profile`, the parameter flags given are
+// recorded there (profile_options.h), and --attn-profile FILE|none is offered when
+// with_profile_flag.
+void add_attention_options(Args& a, attn::Config& c, bool with_name = true, ProfileChoice* profile = nullptr,
+                           bool with_profile_flag = true);
 // A library error with the Config / SequenceOptions field names it uses replaced by this
 // tool's flags: "lsh_k must be in [0, 16], got 17" -> "-K must be in [0, 16], got 17".
 std::string with_flag_names(const std::string& msg);

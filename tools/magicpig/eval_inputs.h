@@ -17,6 +17,7 @@ struct EvalInputOptions {
   std::string prompt, file;
   std::string list;  // --attn: the default on entry
   attn::Config base;  // the attention flags, under every entry of the list
+  ProfileChoice flags;  // which of them were given (no profile is offered here)
 };
 // The model options, -p TEXT (help: `what`), -f FILE, --attn LIST and the attention flags.
 void add_eval_input_options(Args& a, EvalInputOptions& o, const std::string& what);

@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "attention/profile.h"
+#include "common.h"
 #include "common/error.h"
 
 namespace mp::cli {
@@ -51,6 +52,22 @@ std::optional<attn::Profile> profile_for(const attn::Config& c, const ProfileCho
 }
 
 }  // namespace
+
+void check_flags_read(const ProfileChoice& p, const std::vector<attn::Config>& configs) {
+  for (const auto& [flag, param] : p.params) {
+    std::string why, names;
+    bool read = false;
+    for (const attn::Config& c : configs) {
+      const std::string unread = attn::unread_param_message(c, *param);
+      read = read || unread.empty();
+      if (why.empty()) why = unread;
+      names += (names.empty() ? "" : ", ") + c.name;
+    }
+    if (read) continue;
+    if (configs.size() == 1) throw Error(with_flag_names(why));
+    throw Error(flag + " is read by none of the --attn entries (" + names + "): " + with_flag_names(why));
+  }
+}
 
 std::string apply_attention_profile(attn::Config& c, const ProfileChoice& p, const std::string& model_path,
                                     const attn::HeadShape& shape) {
