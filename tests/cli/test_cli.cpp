@@ -241,24 +241,23 @@ TEST_F(Cli, BenchRandomDepthFillMarkdown) {
   EXPECT_NE(r.output.find("| magicpig | key-bits=4:budget=0.03:tail=0.01:"), std::string::npos) << r.output;
 }
 
-TEST_F(Cli, BenchLeavesTheRankedSamplersTablesEmpty) {
-  const test::CommandResult r = test::run_command(kBin + " bench -m " + model() +
-                                                  " -p 0 -n 2 -d 100 --attn magicpig --depth-fill random -r 1 -t 1 "
-                                                  "--no-warmup -o csv 2>/dev/null");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  // The ranked sampler reads neither K nor L, so those two columns stay empty.
-  EXPECT_NE(r.output.find(":tail=0.01:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(",,,1,1,tg2"), std::string::npos) << r.output;
-}
-
-TEST_F(Cli, BenchNamesTheCollisionSamplerByItsTables) {
-  const test::CommandResult r = test::run_command(kBin + " bench -m " + model() +
-                                                  " -p 0 -n 2 -d 100 --attn magicpig --attn-profile none --depth-fill "
-                                                  "random -r 1 -t 1 --no-warmup -o csv 2>/dev/null");
-  ASSERT_EQ(r.exit_code, 0) << r.output;
-  EXPECT_NE(r.output.find(",magicpig,K=10:L=150:threshold=2:"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find(",10,150,"), std::string::npos) << r.output;  // the K and L columns
-  EXPECT_EQ(r.output.find("key-bits"), std::string::npos) << r.output;
+// Each row names its sampler by the parameters it reads: the ranked sampler (a model with no
+// profile) by key-bits, budget and tail with the K and L columns empty; the collision sampler
+// (--attn-profile none) by its tables.
+TEST_F(Cli, BenchCsvNamesEachSamplerByWhatItReads) {
+  auto csv = [&](const std::string& extra) {
+    const test::CommandResult r = test::run_command(kBin + " bench -m " + model() + " -p 0 -n 2 -d 100 --attn magicpig " +
+                                                    extra + " --depth-fill random -r 1 -t 1 --no-warmup -o csv 2>/dev/null");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return r.output;
+  };
+  const std::string ranked = csv("");
+  EXPECT_NE(ranked.find(":tail=0.01:"), std::string::npos) << ranked;
+  EXPECT_NE(ranked.find(",,,1,1,tg2"), std::string::npos) << ranked;  // K, L empty; n_seq, threads 1
+  const std::string collision = csv("--attn-profile none");
+  EXPECT_NE(collision.find(",magicpig,K=10:L=150:threshold=2:"), std::string::npos) << collision;
+  EXPECT_NE(collision.find(",10,150,"), std::string::npos) << collision;  // the K and L columns
+  EXPECT_EQ(collision.find("key-bits"), std::string::npos) << collision;
 }
 
 TEST_F(Cli, BenchDecodesSeveralSequencesTogether) {
