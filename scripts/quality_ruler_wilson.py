@@ -5,8 +5,9 @@ policy's mean measured cost, and how often its answer equals dense's on the same
 Then RULER's own points (mean string_match_all, partial credit: 1 of fwe's 3 words = 33.3)
 per cell with a 95% interval, and each policy's paired difference from dense on the same
 prompts with a 95% interval (normal approximation over samples: mean +- 1.96 sd/sqrt(n)).
-Usage: quality_ruler_wilson.py DIR [DIR...]  (several folders: their records together)"""
-import json, math, sys, collections
+Usage: quality_ruler_wilson.py DIR [DIR...]  (several folders: their records together; a folder
+holds predictions.jsonl, or predictions.jsonl.gz as the committed ones in docs/quality-records/ do)"""
+import gzip, json, math, os, sys, collections
 def wilson(k, n, z=1.959964):
     if n == 0: return (float("nan"),) * 2
     p = k / n; d = 1 + z * z / n
@@ -15,7 +16,10 @@ def wilson(k, n, z=1.959964):
 def acc(rs):
     n = len(rs); k = sum(1 for r in rs if r["score"] >= 100); lo, hi = wilson(k, n)
     return f"{100*k/n:.0f} [{lo:.0f}, {hi:.0f}] ({k}/{n})" if n else "—"
-recs = [json.loads(l) for d in sys.argv[1:] for l in open(d + "/predictions.jsonl") if l.strip()]
+def lines(d):
+    plain = os.path.join(d, "predictions.jsonl")
+    return open(plain) if os.path.exists(plain) else gzip.open(plain + ".gz", "rt")
+recs = [json.loads(l) for d in sys.argv[1:] for l in lines(d) if l.strip()]
 pols = list(dict.fromkeys(r["policy"] for r in recs))
 cells = list(dict.fromkeys((r["task"], r["length"]) for r in recs))
 dense = {(r["task"], r["length"], r["sample"]): r["prediction"] for r in recs if r["policy"] == "dense"}

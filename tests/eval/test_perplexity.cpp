@@ -91,9 +91,11 @@ TEST_F(PplModel, SparsePolicyDivergesFromDense) {
   // A window covering the whole prompt is exact up to summation order (float log-probs).
   EXPECT_LT(w.kl_mean, 1e-6);
   EXPECT_EQ(w.top1_agree, 1.0);
-  // On the mean negative log-likelihood: float log-probs of logits this large (ppl ~1e9 on
-  // these sharp random weights) carry ~1e-6 absolute rounding per token.
-  EXPECT_NEAR(std::log(w.ppl), std::log(d.ppl), 1e-5);
+  // On the mean negative log-likelihood: these sharp random weights (ppl ~1e9) amplify float
+  // rounding, so summation order alone moves it by up to ~1e-4 (AVX2 tiles: 9.5e-5; dense under
+  // the scalar and the AVX2 kernels: 3.9e-4), while dropping keys moves it by ~1 (s above).
+  EXPECT_NEAR(std::log(w.ppl), std::log(d.ppl), 1e-3);
+  EXPECT_GT(std::abs(std::log(s.ppl) - std::log(d.ppl)), 0.1);
   // KL per position is recomputable from its definition's sign: never negative.
   for (double k : s.kl) EXPECT_GE(k, 0.0);
 }
