@@ -1,5 +1,5 @@
-// Internal: the fast prefill GEMM for Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K weights on AVX-512 VNNI
-// (matmul_quant's path there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32
+// Internal: the fast prefill GEMM for Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K weights on AVX-512 VNNI,
+// and for all but Q8_0 on AVX2 (matmul_quant's path there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32
 // order: it is ~2x faster because every int32 lane of vpdpbusd is one whole output's block dot,
 // so the f32 work (cvt, scale, fma) is one lane per (output, block) instead of four (matvec's
 // lane layout).
@@ -68,6 +68,14 @@ void gemm_packed_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, const
 void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out);
 void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx,
                             int nx, float* y, int64_t ldy, int nr, bool first);
+// AVX2 (vpmaddubsw): exact only for unsigned values below 32 (gemm_packed_avx2.cpp), so not
+// Q8_0. gemm_packed_avx2 takes the 4-bit types, gemm_packed_q5_avx2 Q5_0.
+inline bool packed_gemm_type_avx2(DType t) { return packed_gemm_type(t) && t != DType::Q8_0; }
+void pack_panel_avx2(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out);
+void gemm_packed_avx2(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
+                      float* y, int64_t ldy, int nr, bool first);
+void gemm_packed_q5_avx2(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
+                         float* y, int64_t ldy, int nr, bool first);
 
 // X row (cols values) quantised as matvec does, then sum -> the weight type's offset, and for
 // the types with a min the corrections xc[b] = d * sum of each 32-value block (xc is nullptr

@@ -1,9 +1,12 @@
-// The packed prefill GEMM (gemm_packed.h; Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K): the AVX-512 panel
-// packing must give the scalar twin's bytes, the VNNI kernel the scalar twin's floats bit for bit (same integer sums,
-// same f32 operations per output) over nx / nr tails, spans and accumulation from y; the whole
-// driver run with the SIMD pair must equal it run with the scalar twins bit for bit, and the
-// scalar twins must match matvec to within f32 rounding (same integer block sums, different
-// f32 order). SIMD parts run only where the CPU has AVX-512 VNNI.
+// The packed prefill GEMM (gemm_packed.h; Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K): each ISA's panel
+// packing must give the scalar twin's bytes, its kernel the scalar twin's floats bit for bit
+// (same integer sums, same f32 operations per output) over nx / nr tails, spans and
+// accumulation from y; the whole driver run with the SIMD functions must equal it run with the
+// scalar twins bit for bit, and the scalar twins must match matvec to within f32 rounding (same
+// integer block sums, different f32 order). The AVX-512 parts run only where the CPU has
+// AVX-512 VNNI, the AVX2 parts (every type but Q8_0) wherever it has AVX2, and the AVX2
+// kernels are also fed the largest products (weights 15 or 31 against X bytes of ±127),
+// where an int16 partial sum would saturate if they summed too many chunks.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -30,6 +33,8 @@ int64_t cols_of(DType t, int64_t blocks) {
 }
 
 bool simd_usable() { return selected_isa() >= Isa::Avx512 && avx512_vnni_kernels_usable(); }
+bool avx2_usable(DType t) { return selected_isa() >= Isa::Avx2 && packed_gemm_type_avx2(t); }
+PackedKernel avx2_kernel(DType t) { return t == DType::Q5_0 ? gemm_packed_q5_avx2 : gemm_packed_avx2; }
 
 
 // 64-byte aligned buffer of n bytes (the SIMD packer stores aligned vectors).
@@ -39,21 +44,31 @@ struct Aligned {
   explicit Aligned(size_t n) : raw(n + 64, 0xAB) { p = raw.data() + (64 - reinterpret_cast<uintptr_t>(raw.data()) % 64) % 64; }
 };
 
-TEST(GemmPacked, PackSimdMatchesScalar) {
-  if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
+void expect_pack_matches_scalar(PackPanel pack, bool (*usable)(DType), const char* isa) {
   for (DType t : kTypes) {
+    if (!usable(t)) continue;
     const int64_t cols = cols_of(t, 11), rows = 16, nb = cols / 32;
     const auto w = random_weights(t, rows, cols, 3);
     const size_t rb = dtype_row_bytes(t, cols), bytes = packed_block_bytes(t);
-    for (int nr : {1, 5, 16})
+    for (int nr : {1, 5, 9, 16})
       for (auto [b0, b1] : {std::pair<int64_t, int64_t>{0, nb}, {3, 4}, {7, nb}}) {
         Aligned a((b1 - b0) * bytes), s((b1 - b0) * bytes);
-        pack_panel_avx512(t, w.data(), rb, nr, b0, b1, a.p);
+        pack(t, w.data(), rb, nr, b0, b1, a.p);
         pack_panel_scalar(t, w.data(), rb, nr, b0, b1, s.p);
         ASSERT_EQ(std::vector<uint8_t>(a.p, a.p + (b1 - b0) * bytes), std::vector<uint8_t>(s.p, s.p + (b1 - b0) * bytes))
-            << dtype_name(t) << " nr=" << nr << " b0=" << b0;
+            << isa << " " << dtype_name(t) << " nr=" << nr << " b0=" << b0;
       }
   }
+}
+
+TEST(GemmPacked, PackSimdMatchesScalar) {
+  if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
+  expect_pack_matches_scalar(pack_panel_avx512, [](DType) { return true; }, "avx512");
+}
+
+TEST(GemmPacked, PackAvx2MatchesScalar) {
+  if (selected_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2";
+  expect_pack_matches_scalar(pack_panel_avx2, avx2_usable, "avx2");
 }
 
 TEST(GemmPacked, PrepareXSimdMatchesScalar) {
@@ -78,29 +93,48 @@ TEST(GemmPacked, PrepareXSimdMatchesScalar) {
   }
 }
 
+// extreme: every weight value at the type's largest byte and every X value of a row 127 or
+// -127 (alternating by row): the largest int16 partial sums the AVX2 kernels can meet.
+void expect_kernel_matches_scalar(DType t, PackedKernel kernel, bool extreme, const char* isa) {
+  const int64_t cols = cols_of(t, 9), nb = cols / 32, ldy = 21;
+  const auto w = random_weights(t, kPackRows, cols, 7);
+  Aligned pack(nb * packed_block_bytes(t));
+  pack_panel_scalar(t, w.data(), dtype_row_bytes(t, cols), kPackRows, 0, nb, pack.p);
+  const auto X = random_floats(kPackedNx * cols, 11);
+  std::vector<ActQ8> xq(kPackedNx * nb);
+  std::vector<float> xcs(kPackedNx * nb);
+  float* xc = packed_has_min(t) ? xcs.data() : nullptr;
+  for (int j = 0; j < kPackedNx; ++j)
+    prepare_packed_x(t, X.data() + j * cols, cols, xq.data() + j * nb, xc ? xc + j * nb : nullptr);
+  if (extreme) {
+    const uint8_t top = t == DType::Q5_0 ? 31 : t == DType::Q8_0 ? 255 : 15;
+    for (int64_t b = 0; b < nb; ++b) std::fill_n(pack.p + b * packed_block_bytes(t), 8 * 64, top);
+    for (int j = 0; j < kPackedNx; ++j)
+      for (int64_t b = 0; b < nb; ++b)
+        for (int v = 0; v < 32; ++v) xq[j * nb + b].qs[v] = static_cast<int8_t>(j % 2 ? -127 : 127);
+  }
+  const auto y0 = random_floats(kPackedNx * ldy, 13);
+  for (int nx = 1; nx <= kPackedNx; ++nx)
+    for (int nr : {1, 3, 8, 9, 15, 16})
+      for (bool first : {true, false}) {
+        std::vector<float> a = y0, s = y0;
+        kernel(pack.p, nb, xq.data(), xc, nb, nx, a.data(), ldy, nr, first);
+        gemm_packed_scalar(pack.p, nb, xq.data(), xc, nb, nx, s.data(), ldy, nr, first);
+        ASSERT_EQ(a, s) << isa << " " << dtype_name(t) << " extreme=" << extreme << " nx=" << nx << " nr=" << nr
+                        << " first=" << first;
+      }
+}
+
 TEST(GemmPacked, KernelSimdMatchesScalarBitForBit) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (DType t : kTypes) {
-    const int64_t cols = cols_of(t, 9), nb = cols / 32, ldy = 21;
-    const auto w = random_weights(t, kPackRows, cols, 7);
-    Aligned pack(nb * packed_block_bytes(t));
-    pack_panel_scalar(t, w.data(), dtype_row_bytes(t, cols), kPackRows, 0, nb, pack.p);
-    const auto X = random_floats(kPackedNx * cols, 11);
-    std::vector<ActQ8> xq(kPackedNx * nb);
-    std::vector<float> xcs(kPackedNx * nb);
-    float* xc = packed_has_min(t) ? xcs.data() : nullptr;
-    for (int j = 0; j < kPackedNx; ++j)
-      prepare_packed_x(t, X.data() + j * cols, cols, xq.data() + j * nb, xc ? xc + j * nb : nullptr);
-    const auto y0 = random_floats(kPackedNx * ldy, 13);
-    for (int nx = 1; nx <= kPackedNx; ++nx)
-      for (int nr : {1, 3, 15, 16})
-        for (bool first : {true, false}) {
-          std::vector<float> a = y0, s = y0;
-          gemm_packed_avx512vnni(pack.p, nb, xq.data(), xc, nb, nx, a.data(), ldy, nr, first);
-          gemm_packed_scalar(pack.p, nb, xq.data(), xc, nb, nx, s.data(), ldy, nr, first);
-          ASSERT_EQ(a, s) << dtype_name(t) << " nx=" << nx << " nr=" << nr << " first=" << first;
-        }
-  }
+  for (DType t : kTypes) expect_kernel_matches_scalar(t, gemm_packed_avx512vnni, false, "avx512");
+}
+
+TEST(GemmPacked, KernelAvx2MatchesScalarBitForBit) {
+  if (selected_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2";
+  for (DType t : kTypes)
+    if (avx2_usable(t))
+      for (bool extreme : {false, true}) expect_kernel_matches_scalar(t, avx2_kernel(t), extreme, "avx2");
 }
 
 // rows: panel and tile tails (70 = 4 + 2 panels, last partial); cols 4640 = 145 blocks: three
@@ -121,6 +155,12 @@ TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
           matmul_packed(t, w.data(), rows, cols, X.data(), n, a.data(), 2,
                         {prepare_packed_x_avx512, pack_panel_avx512, gemm_packed_avx512vnni});
           ASSERT_EQ(a, s) << dtype_name(t) << " rows=" << rows << " cols=" << cols;
+        }
+        if (avx2_usable(t)) {
+          std::vector<float> a(n * rows + 4, 7.0f);
+          matmul_packed(t, w.data(), rows, cols, X.data(), n, a.data(), 2,
+                        {prepare_packed_x, pack_panel_avx2, avx2_kernel(t)});
+          ASSERT_EQ(a, s) << "avx2 " << dtype_name(t) << " rows=" << rows << " cols=" << cols;
         }
         std::vector<float> y(rows), wd(cols);
         const size_t rb = dtype_row_bytes(t, cols);

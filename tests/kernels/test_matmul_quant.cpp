@@ -1,6 +1,7 @@
 // matmul with quantised weights (gemm_quant.h): every output must equal matvec on the same X
 // row bit for bit for the same ISA (and with VNNI on or off, which only changes how the same
-// int32 lanes are formed), except Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K on AVX-512 VNNI, which take the packed GEMM
+// int32 lanes are formed), except Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K on AVX-512 VNNI and the same
+// but Q8_0 on AVX2, which take the packed GEMM
 // (gemm_packed.h: same integer block sums, f32 accumulated per block in order) and must match
 // matvec to within f32 rounding (tests/kernels/test_gemm_packed.cpp tests it exactly against
 // its scalar twin); the scalar ISA path is the reference the SIMD paths are compared to
@@ -49,6 +50,12 @@ std::vector<std::pair<Isa, bool>> variants() {
   return v;
 }
 
+// Whether matmul_quant takes the packed GEMM for this variant (see gemm_quant.cpp).
+bool takes_packed(DType t, Isa isa, bool vnni) {
+  return (detail::packed_gemm_type(t) && isa == Isa::Avx512 && vnni && detail::avx512_vnni_kernels_usable()) ||
+         (detail::packed_gemm_type_avx2(t) && isa == Isa::Avx2);
+}
+
 // Y from the quantised GEMM path for one variant; Y is padded to catch writes past the end.
 std::vector<float> run_gemm(DType t, const std::vector<uint8_t>& w, int64_t rows, int64_t cols,
                             const std::vector<float>& X, int64_t n, Isa isa, bool vnni, int threads) {
@@ -83,8 +90,7 @@ TEST(MatmulQuant, BitIdenticalToMatvecPerRow) {
           for (auto [isa, vnni] : variants()) {
             const auto Y = run_gemm(t, w, rows, cols, X, n, isa, vnni, 1 + static_cast<int>(n % 2));
             std::vector<float> y(rows);
-            const bool packed = detail::packed_gemm_type(t) && isa == Isa::Avx512 && vnni &&
-                                detail::avx512_vnni_kernels_usable();
+            const bool packed = takes_packed(t, isa, vnni);
             for (int64_t i = 0; i < n; ++i) {
               matvec(t, w.data(), rows, cols, X.data() + i * cols, y.data(), 1, isa);
               for (int64_t r = 0; r < rows; ++r) {
@@ -100,8 +106,7 @@ TEST(MatmulQuant, BitIdenticalToMatvecPerRow) {
             }
             // The public entry point takes the same path (n >= 4) or matvec (n < 4), with VNNI
             // whenever usable: compared where that is the path of this variant.
-            const bool public_packed = n >= 4 && detail::packed_gemm_type(t) && isa == Isa::Avx512 &&
-                                       detail::avx512_vnni_kernels_usable();
+            const bool public_packed = n >= 4 && takes_packed(t, isa, true);
             std::vector<float> Yp(n * rows);
             matmul(t, w.data(), rows, cols, X.data(), n, Yp.data(), 2, isa);
             if (public_packed == packed && (n >= 4 || !packed)) {
