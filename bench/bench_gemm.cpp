@@ -25,14 +25,15 @@ namespace kd = mp::kernels::detail;
 using bench::random_floats;
 using bench::random_weights;
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q4_1, DType::Q5_0};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q8_0, DType::Q4_K, DType::Q4_1, DType::Q5_0, DType::Q6_K};
 DType type_of(int64_t i) { return kTypes[i]; }
 
 // (a) One panel of 16 rows x nblk blocks against kPackedNx X rows, single thread.
 void BM_PackedKernelHot(benchmark::State& state) {
   const DType t = type_of(state.range(0));
   const bool vnni = kd::avx512_vnni_kernels_usable();
-  if (!vnni && !(mp::selected_isa() >= mp::Isa::Avx2 && kd::packed_gemm_type_avx2(t)))
+  const bool avx2 = !(vnni && kd::packed_gemm_type(t));
+  if (avx2 && !(mp::selected_isa() >= mp::Isa::Avx2 && kd::packed_gemm_type_avx2(t)))
     return state.SkipWithError("no packed kernel for this type on this CPU");
   const int64_t nblk = state.range(1), cols = nblk * kd::kQK;
   const auto w = random_weights(t, kd::kPackRows, cols);
@@ -46,9 +47,7 @@ void BM_PackedKernelHot(benchmark::State& state) {
   float* xc = kd::packed_has_min(t) ? xcs.data() : nullptr;
   for (int j = 0; j < kd::kPackedNx; ++j)
     kd::prepare_packed_x(t, X.data() + j * cols, cols, xq.data() + j * nblk, xc ? xc + j * nblk : nullptr);
-  const kd::PackedKernel kernel = vnni                     ? kd::gemm_packed_avx512vnni
-                                  : t == DType::Q5_0 ? kd::gemm_packed_q5_avx2
-                                                     : kd::gemm_packed_avx2;
+  const kd::PackedKernel kernel = avx2 ? kd::packed_kernel_avx2(t) : kd::gemm_packed_avx512vnni;
   std::vector<float> y(kd::kPackedNx * kd::kPackRows);
   for (auto _ : state) {
     kernel(pack, nblk, xq.data(), xc, nblk, kd::kPackedNx, y.data(), kd::kPackRows, kd::kPackRows, true);
@@ -59,7 +58,7 @@ void BM_PackedKernelHot(benchmark::State& state) {
                                                 benchmark::Counter::kIsIterationInvariantRate);
   state.SetLabel(std::string(mp::dtype_name(t)));
 }
-BENCHMARK(BM_PackedKernelHot)->ArgsProduct({{0, 1, 2, 3, 4}, {64}})->ArgNames({"type", "nblk"});
+BENCHMARK(BM_PackedKernelHot)->ArgsProduct({{0, 1, 2, 3, 4, 5}, {64}})->ArgNames({"type", "nblk"});
 
 // (b) Y[512][rows] = X[512][cols] W^T for the shapes of one Llama-3-8B layer.
 void BM_MatmulLlama8B(benchmark::State& state) {
@@ -78,9 +77,9 @@ void BM_MatmulLlama8B(benchmark::State& state) {
   state.SetLabel(std::string(mp::dtype_name(t)));
 }
 BENCHMARK(BM_MatmulLlama8B)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {4096}, {4096}, {1, 2}})
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {14336}, {4096}, {2}})
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {4096}, {14336}, {2}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {4096}, {4096}, {1, 2}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {14336}, {4096}, {2}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5}, {4096}, {14336}, {2}})
     ->ArgNames({"type", "rows", "cols", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();

@@ -47,6 +47,14 @@ uint8_t packed_value(DType t, const uint8_t* row, int64_t b, int v) {
       const uint8_t byte = blk.qs[32 * (j / 2) + v];
       return j % 2 == 0 ? byte & 0xF : byte >> 4;
     }
+    case DType::Q6_K: {  // block j of a super-block: half j / 4, quarter j % 4 (dequantize_q6_k)
+      const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
+      const int j = static_cast<int>(b % 8), n = j / 4, m = j % 4;
+      const uint8_t lq = blk.ql[64 * n + 32 * (m % 2) + v];
+      const int low = m < 2 ? lq & 0xF : lq >> 4;
+      const int high = (blk.qh[32 * n + v] >> (2 * m)) & 3;
+      return static_cast<uint8_t>((low | high << 4) - 32);  // the signed q - 32, as a byte
+    }
     default: {
       const auto& blk = reinterpret_cast<const BlockQ8_0*>(row)[b];
       return static_cast<uint8_t>(blk.qs[v] ^ 0x80);  // q + 128
@@ -57,6 +65,13 @@ uint8_t packed_value(DType t, const uint8_t* row, int64_t b, int v) {
 // Scale and min (0 for the types without one) of row's block b, as the kernel's f32 values.
 void block_scale_min(DType t, const uint8_t* row, int64_t b, float* scale, float* min) {
   *min = 0.0f;
+  if (t == DType::Q6_K) {  // the scales of values 0..15 and 16..31 (the second in *min's slot)
+    const auto& blk = reinterpret_cast<const BlockQ6_K*>(row)[b / 8];
+    const int j = static_cast<int>(b % 8);
+    *scale = fp16_to_f32(blk.d) * blk.scales[2 * j];  // exact: 11-bit significand times int8
+    *min = fp16_to_f32(blk.d) * blk.scales[2 * j + 1];
+    return;
+  }
   if (t == DType::Q4_K) {
     const auto& blk = reinterpret_cast<const BlockQ4_K*>(row)[b / 8];
     uint8_t sc, m;
@@ -90,7 +105,7 @@ void pack_panel_scalar(DType t, const uint8_t* w, size_t row_bytes, int nr, int6
       block_scale_min(t, row, b, &scales[r], &mins[r]);
     }
     std::memcpy(o + 8 * 64, scales, sizeof(scales));
-    if (packed_has_min(t)) std::memcpy(o + kPackBlockBytes, mins, sizeof(mins));
+    if (packed_block_bytes(t) == kPackBlockBytesMin) std::memcpy(o + kPackBlockBytes, mins, sizeof(mins));
   }
 }
 
@@ -119,9 +134,30 @@ void gemm_packed_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, const
     }
 }
 
+void gemm_packed_q6_k_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* /*xc*/, int64_t ldx,
+                             int nx, float* y, int64_t ldy, int nr, bool first) {
+  for (int j = 0; j < nx; ++j)
+    for (int r = 0; r < nr; ++r) {
+      float acc = first ? 0.0f : y[j * ldy + r];
+      for (int64_t b = 0; b < nblk; ++b) {
+        const uint8_t* pb = pack + b * kPackBlockBytesMin;
+        const ActQ8& xb = x[j * ldx + b];
+        for (int half = 0; half < 2; ++half) {  // values 0..15, then 16..31, each with its scale
+          int32_t isum = 0;
+          for (int v = 16 * half; v < 16 * half + 16; ++v)
+            isum += int32_t(static_cast<int8_t>(pb[(v / 4) * 64 + r * 4 + v % 4])) * xb.qs[v];
+          float ws;
+          std::memcpy(&ws, pb + (half ? kPackBlockBytes : 8 * 64) + r * 4, 4);
+          acc = std::fma(ws * xb.d, static_cast<float>(isum), acc);
+        }
+      }
+      y[j * ldy + r] = acc;
+    }
+}
+
 void prepare_packed_x(DType t, const float* x, int64_t cols, ActQ8* out, float* xc) {
   const int64_t nb = cols / kQK;
-  if (t == DType::Q4_K) {  // matvec's 256-value blocks, split into eight of 32 with the same d
+  if (t == DType::Q4_K || t == DType::Q6_K) {  // matvec's 256-value blocks, split into eight of 32 with the same d
     std::vector<ActQ8K> q8k(static_cast<size_t>(cols / kQK_K));
     quantize_act_q8k(x, q8k.data(), cols);
     for (int64_t b = 0; b < nb; ++b) {
@@ -129,7 +165,7 @@ void prepare_packed_x(DType t, const float* x, int64_t cols, ActQ8* out, float* 
       out[b].d = k.d;
       out[b].sum = 0;
       std::memcpy(out[b].qs, k.qs + 32 * (b % 8), kQK);
-      xc[b] = k.d * k.bsums32[b % 8];
+      if (xc) xc[b] = k.d * k.bsums32[b % 8];  // Q4_K's min term (Q6_K has none)
     }
     return;
   }

@@ -1,5 +1,5 @@
 // Internal: the fast prefill GEMM for Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K weights on AVX-512 VNNI,
-// and for all but Q8_0 on AVX2 (matmul_quant's path there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32
+// and on AVX2 for the same but Q8_0, plus Q6_K (matmul_quant's path there). Unlike gemm_quant.h's kernels it does NOT repeat matvec's f32
 // order: it is ~2x faster because every int32 lane of vpdpbusd is one whole output's block dot,
 // so the f32 work (cvt, scale, fma) is one lane per (output, block) instead of four (matvec's
 // lane layout).
@@ -39,7 +39,9 @@ inline bool packed_gemm_type(DType t) {
 }
 // The types whose blocks carry a min (their panels hold kPackBlockBytesMin per block).
 inline bool packed_has_min(DType t) { return t == DType::Q4_1 || t == DType::Q4_K; }
-inline size_t packed_block_bytes(DType t) { return packed_has_min(t) ? kPackBlockBytesMin : kPackBlockBytes; }
+inline size_t packed_block_bytes(DType t) {
+  return packed_has_min(t) || t == DType::Q6_K ? kPackBlockBytesMin : kPackBlockBytes;
+}
 // -offset: what ActQ8::sum is multiplied by so that sum + dot(u, q) = dot(u - offset, q).
 inline int32_t packed_offset(DType t) {
   switch (t) {
@@ -68,14 +70,31 @@ void gemm_packed_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, const
 void pack_panel_avx512(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out);
 void gemm_packed_avx512vnni(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx,
                             int nx, float* y, int64_t ldy, int nr, bool first);
-// AVX2 (vpmaddubsw): exact only for unsigned values below 32 (gemm_packed_avx2.cpp), so not
-// Q8_0. gemm_packed_avx2 takes the 4-bit types, gemm_packed_q5_avx2 Q5_0.
-inline bool packed_gemm_type_avx2(DType t) { return packed_gemm_type(t) && t != DType::Q8_0; }
+
+// AVX2 (vpmaddubsw, gemm_packed_avx2.cpp): exact only while int16 pair sums cannot saturate, so
+// not Q8_0; and Q6_K, on AVX2 only. Q6_K's 32-value block has two scales (values 0..15 and
+// 16..31, the second in the mins' slot, so its panels hold kPackBlockBytesMin per block) and
+// no offset term: its bytes are the signed q - 32, X is matvec's Q8_K split as for Q4_K, and
+// per (output, block) acc = fma(s0 * x.d, isum0, acc), then the same with s1 and isum1.
+inline bool packed_gemm_type_avx2(DType t) {
+  return (packed_gemm_type(t) && t != DType::Q8_0) || t == DType::Q6_K;
+}
 void pack_panel_avx2(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out);
 void gemm_packed_avx2(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
-                      float* y, int64_t ldy, int nr, bool first);
+                      float* y, int64_t ldy, int nr, bool first);  // the 4-bit types
 void gemm_packed_q5_avx2(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
                          float* y, int64_t ldy, int nr, bool first);
+void gemm_packed_q6_k_avx2(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
+                           float* y, int64_t ldy, int nr, bool first);
+void gemm_packed_q6_k_scalar(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx,
+                             int nx, float* y, int64_t ldy, int nr, bool first);
+// The kernel for type t: on AVX2 (t a packed_gemm_type_avx2), and the scalar twin of either ISA.
+inline PackedKernel packed_kernel_avx2(DType t) {
+  return t == DType::Q6_K ? gemm_packed_q6_k_avx2 : t == DType::Q5_0 ? gemm_packed_q5_avx2 : gemm_packed_avx2;
+}
+inline PackedKernel packed_kernel_scalar(DType t) {
+  return t == DType::Q6_K ? gemm_packed_q6_k_scalar : gemm_packed_scalar;
+}
 
 // X row (cols values) quantised as matvec does, then sum -> the weight type's offset, and for
 // the types with a min the corrections xc[b] = d * sum of each 32-value block (xc is nullptr

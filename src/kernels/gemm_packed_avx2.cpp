@@ -5,7 +5,8 @@
 // into its int32 lane. The int16 sums stay exact without saturation: |q| <= 127 (act_quant),
 // so the 16 products of 8 chunks with 4-bit values are at most 16 * 15 * 127 = 30480, and the
 // 8 products of 4 chunks with Q5_0's 5-bit values at most 8 * 31 * 127 = 31496. Q8_0's offset
-// bytes (up to 255) would saturate a pair, so it keeps gemm_quant's kernels on AVX2.
+// bytes (up to 255) would saturate a pair, so it keeps gemm_quant's kernels on AVX2. Q6_K,
+// which the AVX-512 VNNI path does not take, is packed here as signed bytes (q - 32).
 #include <immintrin.h>
 
 #include <algorithm>
@@ -119,6 +120,47 @@ inline void pin(__m256i& v) {
 #endif
 }
 
+// Q6_K: per block (sub-blocks j = 4n + m: bytes 64n + 32(m % 2) of ql, low nibbles for m < 2,
+// and bits 2m of qh's bytes 32n), the signed q - 32 in the same chunk layout; scales d * sc of
+// the two 16-value halves (dequantize_q6_k).
+void pack_panel_q6_k(const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
+  const uint8_t* rows[kPackRows];
+  for (int r = 0; r < kPackRows; ++r) rows[r] = w + std::min(r, nr - 1) * row_bytes;
+  const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t sb = b / 8;
+    const int j = static_cast<int>(b % 8), n = j / 4, m = j % 4;
+    const uint8_t* p[kPackRows];
+    for (int r = 0; r < kPackRows; ++r) p[r] = rows[r] + sb * sizeof(BlockQ6_K);
+    if (j == 0)
+      for (int r = 0; r < kPackRows; ++r)
+        _mm_prefetch(reinterpret_cast<const char*>(p[r]) + 2 * sizeof(BlockQ6_K), _MM_HINT_T0);
+    uint8_t* o = out + (b - b0) * kPackBlockBytesMin;
+    const size_t ql = offsetof(BlockQ6_K, ql) + 64 * static_cast<size_t>(n) + 32 * static_cast<size_t>(m % 2);
+    const size_t qh = offsetof(BlockQ6_K, qh) + 32 * static_cast<size_t>(n);
+    for (int h = 0; h < 2; ++h)
+      for (int part = 0; part < 2; ++part) {  // values 0..15, then 16..31
+        __m256i tl[4], th[4];
+        gather_transpose8(p + 8 * h, ql + 16 * part, tl);
+        gather_transpose8(p + 8 * h, qh + 16 * part, th);
+        for (int k = 0; k < 4; ++k) {
+          const __m256i lo = _mm256_and_si256(m < 2 ? tl[k] : _mm256_srli_epi16(tl[k], 4), low4);
+          const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(th[k], 2 * m), low2);
+          const __m256i q = _mm256_or_si256(lo, _mm256_slli_epi16(hi, 4));
+          store256(o + 64 * (4 * part + k) + 32 * h, _mm256_sub_epi8(q, bias));
+        }
+      }
+    float* s0 = reinterpret_cast<float*>(o + 8 * 64);
+    float* s1 = reinterpret_cast<float*>(o + kPackBlockBytes);
+    for (int r = 0; r < kPackRows; ++r) {
+      const auto* blk = reinterpret_cast<const BlockQ6_K*>(p[r]);
+      const float d = fp16_to_f32(blk->d);
+      s0[r] = d * blk->scales[2 * j];
+      s1[r] = d * blk->scales[2 * j + 1];
+    }
+  }
+}
+
 // Accumulates nblk blocks of one half (8 outputs, `mask` of them real) for NX X rows.
 // kGroup: chunks summed in int16 before vpmaddwd (8 for 4-bit values, 4 for 5-bit).
 template <int NX, bool kMin, int kGroup>
@@ -160,7 +202,57 @@ void packed_half(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float*
   for (int j = 0; j < NX; ++j) _mm256_maskstore_ps(y + j * ldy, mask, acc[j]);
 }
 
-template <bool kMin, int kGroup>
+// Q6_K's signed bytes: vpmaddubsw takes |w| and x with w's sign (vpsignb; w = 0 gives 0, as
+// the product would). |w| <= 32, so 4 chunks (8 products) stay within 8 * 32 * 127 = 32512.
+// Each 16-value half (4 chunks) is one int32 sum with its own scale, added in order.
+template <int NX>
+void packed_half_q6_k(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* /*xc*/, int64_t ldx,
+                      float* y, int64_t ldy, __m256i mask, bool first) {
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[NX];
+  for (int j = 0; j < NX; ++j) acc[j] = first ? _mm256_setzero_ps() : _mm256_maskload_ps(y + j * ldy, mask);
+  for (int64_t b = 0; b < nblk; ++b) {
+    const uint8_t* pb = pack + b * kPackBlockBytesMin;
+    for (int g = 0; g < 2; ++g) {
+      __m256i s[NX];
+      for (int k = 4 * g; k < 4 * g + 4; ++k) {
+        const __m256i w = _mm256_load_si256(reinterpret_cast<const __m256i*>(pb + 64 * k));
+        const __m256i aw = _mm256_abs_epi8(w);
+        for (int j = 0; j < NX; ++j) {
+          int32_t v;
+          std::memcpy(&v, x[j * ldx + b].qs + 4 * k, 4);
+          const __m256i p = _mm256_maddubs_epi16(aw, _mm256_sign_epi8(_mm256_set1_epi32(v), w));
+          s[j] = k == 4 * g ? p : _mm256_add_epi16(s[j], p);
+          pin(s[j]);
+        }
+      }
+      const __m256 ws = _mm256_load_ps(reinterpret_cast<const float*>(pb + (g ? kPackBlockBytes : 8 * 64)));
+      for (int j = 0; j < NX; ++j) {
+        const __m256 d = _mm256_mul_ps(ws, _mm256_set1_ps(x[j * ldx + b].d));
+        acc[j] = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(_mm256_madd_epi16(s[j], ones)), acc[j]);
+      }
+    }
+  }
+  for (int j = 0; j < NX; ++j) _mm256_maskstore_ps(y + j * ldy, mask, acc[j]);
+}
+
+// The generic kernel for 4-bit (kGroup 8) and 5-bit (kGroup 4) unsigned values.
+template <int NX, bool kMin, int kGroup>
+struct UnsignedHalf {
+  static void run(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, float* y,
+                  int64_t ldy, __m256i mask, bool first) {
+    packed_half<NX, kMin, kGroup>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+  }
+};
+template <int NX>
+struct Q6kHalf {
+  static void run(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, float* y,
+                  int64_t ldy, __m256i mask, bool first) {
+    packed_half_q6_k<NX>(pack, nblk, x, xc, ldx, y, ldy, mask, first);
+  }
+};
+
+template <template <int> class Half>
 void packed_kernel(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
                    float* y, int64_t ldy, int nr, bool first) {
   constexpr int kNx = 4;  // X rows per pass: 4 accumulators + 4 int16 sums + the chunk in registers
@@ -170,13 +262,13 @@ void packed_kernel(const uint8_t* pack, int64_t nblk, const ActQ8* x, const floa
     const uint8_t* ph = pack + 32 * h;  // the half's bytes; its scales and mins are 32 bytes in too
     for (int j0 = 0; j0 < nx; j0 += kNx) {
       const ActQ8* xj = x + j0 * ldx;
-      const float* cj = kMin ? xc + j0 * ldx : nullptr;
+      const float* cj = xc ? xc + j0 * ldx : nullptr;
       float* yj = y + j0 * ldy + 8 * h;
       switch (std::min(kNx, nx - j0)) {
-        case 4: packed_half<4, kMin, kGroup>(ph, nblk, xj, cj, ldx, yj, ldy, mask, first); break;
-        case 3: packed_half<3, kMin, kGroup>(ph, nblk, xj, cj, ldx, yj, ldy, mask, first); break;
-        case 2: packed_half<2, kMin, kGroup>(ph, nblk, xj, cj, ldx, yj, ldy, mask, first); break;
-        default: packed_half<1, kMin, kGroup>(ph, nblk, xj, cj, ldx, yj, ldy, mask, first); break;
+        case 4: Half<4>::run(ph, nblk, xj, cj, ldx, yj, ldy, mask, first); break;
+        case 3: Half<3>::run(ph, nblk, xj, cj, ldx, yj, ldy, mask, first); break;
+        case 2: Half<2>::run(ph, nblk, xj, cj, ldx, yj, ldy, mask, first); break;
+        default: Half<1>::run(ph, nblk, xj, cj, ldx, yj, ldy, mask, first); break;
       }
     }
   }
@@ -186,6 +278,7 @@ void packed_kernel(const uint8_t* pack, int64_t nblk, const ActQ8* x, const floa
 
 void pack_panel_avx2(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
   if (t == DType::Q4_K) return pack_panel_q4_k(w, row_bytes, nr, b0, b1, out);
+  if (t == DType::Q6_K) return pack_panel_q6_k(w, row_bytes, nr, b0, b1, out);
   const size_t bb = dtype_row_bytes(t, kQK), out_bytes = packed_block_bytes(t);
   const uint8_t* p[kPackRows];
   for (int r = 0; r < kPackRows; ++r) p[r] = w + std::min(r, nr - 1) * row_bytes + b0 * bb;
@@ -209,15 +302,27 @@ void pack_panel_avx2(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_
   }
 }
 
+template <int NX>
+using NibbleHalf = UnsignedHalf<NX, false, 8>;
+template <int NX>
+using NibbleMinHalf = UnsignedHalf<NX, true, 8>;
+template <int NX>
+using FiveBitHalf = UnsignedHalf<NX, false, 4>;
+
 void gemm_packed_avx2(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
                       float* y, int64_t ldy, int nr, bool first) {
-  if (xc) return packed_kernel<true, 8>(pack, nblk, x, xc, ldx, nx, y, ldy, nr, first);
-  packed_kernel<false, 8>(pack, nblk, x, xc, ldx, nx, y, ldy, nr, first);
+  if (xc) return packed_kernel<NibbleMinHalf>(pack, nblk, x, xc, ldx, nx, y, ldy, nr, first);
+  packed_kernel<NibbleHalf>(pack, nblk, x, xc, ldx, nx, y, ldy, nr, first);
 }
 
 void gemm_packed_q5_avx2(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx, int nx,
                          float* y, int64_t ldy, int nr, bool first) {
-  packed_kernel<false, 4>(pack, nblk, x, xc, ldx, nx, y, ldy, nr, first);
+  packed_kernel<FiveBitHalf>(pack, nblk, x, xc, ldx, nx, y, ldy, nr, first);
+}
+
+void gemm_packed_q6_k_avx2(const uint8_t* pack, int64_t nblk, const ActQ8* x, const float* xc, int64_t ldx,
+                           int nx, float* y, int64_t ldy, int nr, bool first) {
+  packed_kernel<Q6kHalf>(pack, nblk, x, xc, ldx, nx, y, ldy, nr, first);
 }
 
 }  // namespace mp::kernels::detail

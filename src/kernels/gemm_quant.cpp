@@ -70,7 +70,7 @@ bool matmul_quant(DType t, const void* W, int64_t rows, int64_t cols, const floa
   }
   if (packed_gemm_type_avx2(t) && isa == Isa::Avx2) {
     matmul_packed(t, W, rows, cols, X, n, Y, n_threads,
-                  {prepare_packed_x, pack_panel_avx2, t == DType::Q5_0 ? gemm_packed_q5_avx2 : gemm_packed_avx2});
+                  {prepare_packed_x, pack_panel_avx2, packed_kernel_avx2(t)});
     return true;
   }
   const size_t row_bytes = dtype_row_bytes(t, cols);

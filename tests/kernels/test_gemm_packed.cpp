@@ -1,4 +1,4 @@
-// The packed prefill GEMM (gemm_packed.h; Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K): each ISA's panel
+// The packed prefill GEMM (gemm_packed.h; Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K, and Q6_K on AVX2): each ISA's panel
 // packing must give the scalar twin's bytes, its kernel the scalar twin's floats bit for bit
 // (same integer sums, same f32 operations per output) over nx / nr tails, spans and
 // accumulation from y; the whole driver run with the SIMD functions must equal it run with the
@@ -24,17 +24,16 @@ using namespace detail;
 using test::random_floats;
 using test::random_weights;
 
-constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K};
+constexpr DType kTypes[] = {DType::Q4_0, DType::Q4_1, DType::Q5_0, DType::Q8_0, DType::Q4_K, DType::Q6_K};
 
-// Columns of at least `blocks` 32-value blocks that the type can hold (Q4_K: 256-value rows).
+// Columns of at least `blocks` 32-value blocks that the type can hold (K types: 256-value rows).
 int64_t cols_of(DType t, int64_t blocks) {
   const int64_t c = blocks * 32;
-  return t == DType::Q4_K ? (c + 255) / 256 * 256 : c;
+  return dtype_block_size(t) == 256 ? (c + 255) / 256 * 256 : c;
 }
 
 bool simd_usable() { return selected_isa() >= Isa::Avx512 && avx512_vnni_kernels_usable(); }
 bool avx2_usable(DType t) { return selected_isa() >= Isa::Avx2 && packed_gemm_type_avx2(t); }
-PackedKernel avx2_kernel(DType t) { return t == DType::Q5_0 ? gemm_packed_q5_avx2 : gemm_packed_avx2; }
 
 
 // 64-byte aligned buffer of n bytes (the SIMD packer stores aligned vectors).
@@ -63,7 +62,7 @@ void expect_pack_matches_scalar(PackPanel pack, bool (*usable)(DType), const cha
 
 TEST(GemmPacked, PackSimdMatchesScalar) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  expect_pack_matches_scalar(pack_panel_avx512, [](DType) { return true; }, "avx512");
+  expect_pack_matches_scalar(pack_panel_avx512, packed_gemm_type, "avx512");
 }
 
 TEST(GemmPacked, PackAvx2MatchesScalar) {
@@ -74,6 +73,7 @@ TEST(GemmPacked, PackAvx2MatchesScalar) {
 TEST(GemmPacked, PrepareXSimdMatchesScalar) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
   for (DType t : kTypes) {
+    if (!packed_gemm_type(t)) continue;
     const int64_t cols = cols_of(t, 13), nb = cols / 32;
     auto x = random_floats(cols, 19, -3.0f, 3.0f);
     if (t != DType::Q4_K) {
@@ -107,7 +107,8 @@ void expect_kernel_matches_scalar(DType t, PackedKernel kernel, bool extreme, co
   for (int j = 0; j < kPackedNx; ++j)
     prepare_packed_x(t, X.data() + j * cols, cols, xq.data() + j * nb, xc ? xc + j * nb : nullptr);
   if (extreme) {
-    const uint8_t top = t == DType::Q5_0 ? 31 : t == DType::Q8_0 ? 255 : 15;
+    // Q6_K: the byte of q - 32 = -32, the largest magnitude of its signed values.
+    const uint8_t top = t == DType::Q6_K ? 0xE0 : t == DType::Q5_0 ? 31 : t == DType::Q8_0 ? 255 : 15;
     for (int64_t b = 0; b < nb; ++b) std::fill_n(pack.p + b * packed_block_bytes(t), 8 * 64, top);
     for (int j = 0; j < kPackedNx; ++j)
       for (int64_t b = 0; b < nb; ++b)
@@ -119,7 +120,7 @@ void expect_kernel_matches_scalar(DType t, PackedKernel kernel, bool extreme, co
       for (bool first : {true, false}) {
         std::vector<float> a = y0, s = y0;
         kernel(pack.p, nb, xq.data(), xc, nb, nx, a.data(), ldy, nr, first);
-        gemm_packed_scalar(pack.p, nb, xq.data(), xc, nb, nx, s.data(), ldy, nr, first);
+        packed_kernel_scalar(t)(pack.p, nb, xq.data(), xc, nb, nx, s.data(), ldy, nr, first);
         ASSERT_EQ(a, s) << isa << " " << dtype_name(t) << " extreme=" << extreme << " nx=" << nx << " nr=" << nr
                         << " first=" << first;
       }
@@ -127,14 +128,15 @@ void expect_kernel_matches_scalar(DType t, PackedKernel kernel, bool extreme, co
 
 TEST(GemmPacked, KernelSimdMatchesScalarBitForBit) {
   if (!simd_usable()) GTEST_SKIP() << "no AVX-512 VNNI";
-  for (DType t : kTypes) expect_kernel_matches_scalar(t, gemm_packed_avx512vnni, false, "avx512");
+  for (DType t : kTypes)
+    if (packed_gemm_type(t)) expect_kernel_matches_scalar(t, gemm_packed_avx512vnni, false, "avx512");
 }
 
 TEST(GemmPacked, KernelAvx2MatchesScalarBitForBit) {
   if (selected_isa() < Isa::Avx2) GTEST_SKIP() << "no AVX2";
   for (DType t : kTypes)
     if (avx2_usable(t))
-      for (bool extreme : {false, true}) expect_kernel_matches_scalar(t, avx2_kernel(t), extreme, "avx2");
+      for (bool extreme : {false, true}) expect_kernel_matches_scalar(t, packed_kernel_avx2(t), extreme, "avx2");
 }
 
 // rows: panel and tile tails (70 = 4 + 2 panels, last partial); cols 4640 = 145 blocks: three
@@ -148,9 +150,9 @@ TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
         const auto X = random_floats(n * cols, 17 + static_cast<uint32_t>(cols));
         std::vector<float> s(n * rows + 4, 7.0f);
         matmul_packed(t, w.data(), rows, cols, X.data(), n, s.data(), 2,
-                      {prepare_packed_x, pack_panel_scalar, gemm_packed_scalar});
+                      {prepare_packed_x, pack_panel_scalar, packed_kernel_scalar(t)});
         for (int e = 0; e < 4; ++e) ASSERT_EQ(s[n * rows + e], 7.0f) << "wrote past Y";
-        if (simd_usable()) {
+        if (simd_usable() && packed_gemm_type(t)) {
           std::vector<float> a(n * rows + 4, 7.0f);
           matmul_packed(t, w.data(), rows, cols, X.data(), n, a.data(), 2,
                         {prepare_packed_x_avx512, pack_panel_avx512, gemm_packed_avx512vnni});
@@ -159,7 +161,7 @@ TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
         if (avx2_usable(t)) {
           std::vector<float> a(n * rows + 4, 7.0f);
           matmul_packed(t, w.data(), rows, cols, X.data(), n, a.data(), 2,
-                        {prepare_packed_x, pack_panel_avx2, avx2_kernel(t)});
+                        {prepare_packed_x, pack_panel_avx2, packed_kernel_avx2(t)});
           ASSERT_EQ(a, s) << "avx2 " << dtype_name(t) << " rows=" << rows << " cols=" << cols;
         }
         std::vector<float> y(rows), wd(cols);
@@ -171,7 +173,9 @@ TEST(GemmPacked, DriverSimdEqualsScalarTwinsAndScalarMatchesMatvec) {
             const auto mins = test::block_mins(t, w.data() + r * rb, cols);
             double m = 0;  // the magnitude of the scaled terms and of the min terms (they may cancel)
             for (int64_t k = 0; k < cols; ++k) m += (std::fabs(double(wd[k])) + 2 * std::fabs(mins[k])) * std::fabs(X[i * cols + k]);
-            ASSERT_NEAR(s[i * rows + r], y[r], 2 * (double(cols) / 32 + 4) * 1.2e-7 * 2 * m)
+            // f32 terms per output: one a block, two for Q6_K (one per 16-value half).
+            const double terms = double(cols) / (t == DType::Q6_K ? 16 : 32);
+            ASSERT_NEAR(s[i * rows + r], y[r], 2 * (terms + 4) * 1.2e-7 * 2 * m)
                 << dtype_name(t) << " rows=" << rows << " cols=" << cols << " i=" << i << " r=" << r;
           }
         }

@@ -1,7 +1,7 @@
 // matmul with quantised weights (gemm_quant.h): every output must equal matvec on the same X
 // row bit for bit for the same ISA (and with VNNI on or off, which only changes how the same
-// int32 lanes are formed), except Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K on AVX-512 VNNI and the same
-// but Q8_0 on AVX2, which take the packed GEMM
+// int32 lanes are formed), except Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K on AVX-512 VNNI and
+// Q4_0 / Q4_1 / Q5_0 / Q4_K / Q6_K on AVX2, which take the packed GEMM
 // (gemm_packed.h: same integer block sums, f32 accumulated per block in order) and must match
 // matvec to within f32 rounding (tests/kernels/test_gemm_packed.cpp tests it exactly against
 // its scalar twin); the scalar ISA path is the reference the SIMD paths are compared to
@@ -75,7 +75,8 @@ double packed_tolerance(DType t, const uint8_t* w, int64_t r, int64_t cols, cons
   double m = 0;  // the magnitude of the scaled terms and of the min terms (they may cancel)
   for (int64_t k = 0; k < cols; ++k) m += (std::fabs(double(wd[k])) + 2 * std::fabs(mins[k])) * std::fabs(x[k]);
   // Terms are within the activation rounding of |w| |x|: bound by twice that magnitude.
-  return 2 * (double(cols) / 32 + 4) * 1.2e-7 * 2 * m + 1e-30;
+  const double terms = double(cols) / (t == DType::Q6_K ? 16 : 32);  // f32 terms per output (gemm_packed.h)
+  return 2 * (terms + 4) * 1.2e-7 * 2 * m + 1e-30;
 }
 
 TEST(MatmulQuant, BitIdenticalToMatvecPerRow) {
