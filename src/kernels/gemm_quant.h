@@ -6,8 +6,9 @@
 // per (weight row, X row) over cache-sized tiles. The kernels repeat the integer lane sums and
 // the f32 accumulation order of matvec's dot kernel of the same ISA, so every output is
 // bit-identical to matvec on that X row (prefill == token-by-token decode).
-// Exception: Q4_0 / Q5_0 / Q8_0 on AVX-512 with VNNI go to the packed GEMM (gemm_packed.h), ~3x faster,
-// equal to matvec only up to f32 rounding.
+// Exception: the packed GEMM's types (gemm_packed.h: Q4_0 / Q4_1 / Q5_0 / Q8_0 / Q4_K on AVX-512
+// with VNNI; the same but Q8_0, plus Q6_K, on AVX2) go there, 2-3x faster, equal to matvec only
+// up to f32 rounding.
 #pragma once
 #include <cstddef>
 #include <cstdint>

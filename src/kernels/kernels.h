@@ -36,10 +36,11 @@ void matvec(DType t, const void* W, int64_t rows, int64_t cols, const float* x, 
 void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,
             int n_threads);
 // matmul with an explicit ISA. Numerics: quantised weights (every block type above) use 8-bit
-// activations like matvec, and every Y[i][:] is bit-identical to matvec(X row
-// i) for the same ISA at any n (each X row is quantised as matvec does; the GEMM kernels form
-// the same int32 lanes and accumulate them in the same f32 order), so prefill equals
-// token-by-token decode.
+// activations like matvec, and every Y[i][:] has matvec(X row i)'s integer block sums at any n
+// (each X row is quantised as matvec does). The row-dot GEMM kernels also accumulate them in
+// matvec's f32 order, so they equal it bit for bit; the packed GEMM (the types it takes on
+// AVX-512 VNNI and on AVX2, gemm_packed.h) sums them in another order, so there prefill differs
+// from token-by-token decode by f32 rounding.
 // Float weights (F32, F16, BF16) for n >= 4 are converted to f32 and multiplied in f32 (matches
 // dot_row_ref up to summation order); for n < 4 they run matvec per row of X.
 void matmul(DType t, const void* W, int64_t rows, int64_t cols, const float* X, int64_t n, float* Y,

@@ -1,6 +1,6 @@
 // Prefill GEMM Y[n][rows] = X[n][cols] * W^T for any weight type. Quantised weights (every
 // block type) multiply 8-bit activations (gemm_quant.h: bit-identical to
-// matvec per row, except Q4_0 / Q8_0 on AVX-512 VNNI: gemm_packed.h, equal up to f32 rounding).
+// matvec per row, except the packed GEMM's types: gemm_packed.h, equal up to f32 rounding).
 // Float weights (F32, F16, BF16): each thread takes panels of kPanel weight rows; per
 // kKc-column slice it converts the panel once to f32, packs it transposed (so a vector load
 // covers kPanel output columns) and runs the ISA's register-blocked micro-kernel over all n
