@@ -7,6 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 
 #include "kernels/act_quant.h"
 #include "kernels/hsum_avx2.h"
@@ -112,44 +113,55 @@ inline __m256 pair_with_offset(const Block* w, const int8_t* xlo, const int8_t* 
   return _mm256_fmadd_ps(pair_scales<Block>(head, xd), _mm256_cvtepi32_ps(isum), acc);
 }
 
-// f(blocks 4g .. 4g+3, g) for every group of four blocks; a partial last group runs on a
-// zero-padded copy (zero d and m make the padding contribute 0; x is zero-filled there too).
+// f(blocks 2p, 2p + 1, g, h) for every pair of blocks p = 2g + h: half h (a compile-time
+// std::integral_constant, so each half keeps its accumulators in registers) of x's group g.
+// An odd last block runs on a zero-padded copy (zero d and m make the padding contribute 0; x
+// is zero-filled there too). A last group of two blocks (SmolLM2's 576-value rows: 18 blocks)
+// is one pair read in place: padding it to four blocks cost a copy and a pair of zeros per row.
 template <class Block, class F>
-inline void for_each_group(const Block* w, int64_t nb, F&& f) {
-  const int64_t ng = nb / 4;
-  for (int64_t g = 0; g < ng; ++g) f(w + 4 * g, g);
-  if (nb % 4) {
-    Block tail[4] = {};
-    std::memcpy(tail, w + 4 * ng, static_cast<size_t>(nb % 4) * sizeof(Block));
-    f(tail, ng);
+inline void for_each_pair(const Block* w, int64_t nb, F&& f) {
+  const int64_t np = nb / 2;
+  constexpr std::integral_constant<int, 0> first;
+  constexpr std::integral_constant<int, 1> second;
+  for (int64_t g = 0; g < np / 2; ++g) {
+    f(w + 4 * g, g, first);
+    f(w + 4 * g + 2, g, second);
+  }
+  if (np % 2) f(w + 2 * (np - 1), np / 2, first);
+  if (nb % 2) {
+    Block tail[2] = {};
+    std::memcpy(tail, w + 2 * np, sizeof(Block));
+    if (np % 2)
+      f(tail, np / 2, second);
+    else
+      f(tail, np / 2, first);
   }
 }
 
-// The row's dot product for a type with a min: two blocks per pair_with_min, the group's two
+// The row's dot product for a type with a min: two blocks per pair_with_min, a group's two
 // pairs into separate accumulators.
 template <class Block>
 inline float dot_with_min(const Block* w, const ActQ8Quad* xq, const ActQ8QuadSums* xs, int64_t nb) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0, accm0 = acc0, accm1 = acc0;
-  for_each_group(w, nb, [&](const Block* b, int64_t g) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()}, accm[2] = {acc[0], acc[0]};
+  for_each_pair(w, nb, [&](const Block* b, int64_t g, auto half) {
+    constexpr int h = decltype(half)::value;
     const ActQ8Quad& q = xq[g];
-    const float* s = xs[g].ds;
-    pair_with_min(b, q.lo, q.hi, s, q.d, acc0, accm0);
-    pair_with_min(b + 2, q.lo + 32, q.hi + 32, s + 8, q.d + 8, acc1, accm1);
+    pair_with_min(b, q.lo + 32 * h, q.hi + 32 * h, xs[g].ds + 8 * h, q.d + 8 * h, acc[h], accm[h]);
   });
-  return hsum_avx2(_mm256_add_ps(_mm256_add_ps(acc0, acc1), _mm256_add_ps(accm0, accm1)));
+  return hsum_avx2(_mm256_add_ps(_mm256_add_ps(acc[0], acc[1]), _mm256_add_ps(accm[0], accm[1])));
 }
 
 // The row's dot product for a type without a min: pair(blocks, xlo, xhi, off, xd, acc) for
-// the group's two pairs, into separate accumulators.
+// every pair, a group's two pairs into separate accumulators.
 template <class Block, class Pair>
 inline float sum_pairs(const Block* w, const ActQ8Quad* xq, int64_t nb, Pair&& pair) {
-  __m256 acc0 = _mm256_setzero_ps(), acc1 = acc0;
-  for_each_group(w, nb, [&](const Block* b, int64_t g) {
+  __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+  for_each_pair(w, nb, [&](const Block* b, int64_t g, auto half) {
+    constexpr int h = decltype(half)::value;
     const ActQ8Quad& q = xq[g];
-    acc0 = pair(b, q.lo, q.hi, q.off, q.d, acc0);
-    acc1 = pair(b + 2, q.lo + 32, q.hi + 32, q.off + 8, q.d + 8, acc1);
+    acc[h] = pair(b, q.lo + 32 * h, q.hi + 32 * h, q.off + 8 * h, q.d + 8 * h, acc[h]);
   });
-  return hsum_avx2(_mm256_add_ps(acc0, acc1));
+  return hsum_avx2(_mm256_add_ps(acc[0], acc[1]));
 }
 
 }  // namespace
