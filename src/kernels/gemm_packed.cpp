@@ -62,7 +62,23 @@ uint8_t packed_value(DType t, const uint8_t* row, int64_t b, int v) {
   }
 }
 
-// Scale and min (0 for the types without one) of row's block b, as the kernel's f32 values.
+
+}  // namespace
+
+void panel_rows(const uint8_t* w, size_t row_bytes, int nr, const uint8_t** rows) {
+  for (int r = 0; r < kPackRows; ++r) rows[r] = w + std::min(r, nr - 1) * row_bytes;
+}
+
+void super_block_rows(const uint8_t* const* rows, int64_t sb, size_t bytes, int j, const uint8_t** p) {
+  for (int r = 0; r < kPackRows; ++r) p[r] = rows[r] + sb * bytes;
+  if (j == 0)
+    for (int r = 0; r < kPackRows; ++r) __builtin_prefetch(p[r] + 2 * bytes);
+}
+
+namespace {
+
+// Scale and second value (see store_panel_scales; 0 for the types without one) of row's block
+// b, as the kernel's f32 values.
 void block_scale_min(DType t, const uint8_t* row, int64_t b, float* scale, float* min) {
   *min = 0.0f;
   if (t == DType::Q6_K) {  // the scales of values 0..15 and 16..31 (the second in *min's slot)
@@ -93,19 +109,23 @@ void block_scale_min(DType t, const uint8_t* row, int64_t b, float* scale, float
 
 }  // namespace
 
+void store_panel_scales(DType t, const uint8_t* const* rows, int64_t b, uint8_t* o) {
+  float scales[kPackRows], second[kPackRows];
+  for (int r = 0; r < kPackRows; ++r) block_scale_min(t, rows[r], b, &scales[r], &second[r]);
+  std::memcpy(o + 8 * 64, scales, sizeof(scales));
+  if (packed_block_bytes(t) == kPackBlockBytesMin) std::memcpy(o + kPackBlockBytes, second, sizeof(second));
+}
+
 void pack_panel_scalar(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
   const size_t bytes = packed_block_bytes(t);
+  const uint8_t* rows[kPackRows];
+  panel_rows(w, row_bytes, nr, rows);
   for (int64_t b = b0; b < b1; ++b) {
     uint8_t* o = out + (b - b0) * bytes;
-    float scales[kPackRows], mins[kPackRows];
-    for (int r = 0; r < kPackRows; ++r) {
-      const uint8_t* row = w + std::min(r, nr - 1) * row_bytes;
+    for (int r = 0; r < kPackRows; ++r)
       for (int k = 0; k < 8; ++k)
-        for (int c = 0; c < 4; ++c) o[k * 64 + r * 4 + c] = packed_value(t, row, b, 4 * k + c);
-      block_scale_min(t, row, b, &scales[r], &mins[r]);
-    }
-    std::memcpy(o + 8 * 64, scales, sizeof(scales));
-    if (packed_block_bytes(t) == kPackBlockBytesMin) std::memcpy(o + kPackBlockBytes, mins, sizeof(mins));
+        for (int c = 0; c < 4; ++c) o[k * 64 + r * 4 + c] = packed_value(t, rows[r], b, 4 * k + c);
+    store_panel_scales(t, rows, b, o);
   }
 }
 

@@ -57,6 +57,15 @@ inline int32_t packed_offset(DType t) {
 // (b1 - b0) * packed_block_bytes(t).
 using PackPanel = void (*)(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1,
                            uint8_t* out);
+// The packers' scalar parts, shared by every ISA's packer. panel_rows: rows[r] for r <
+// kPackRows, rows [0, nr) of w with a missing row repeating row nr - 1. super_block_rows: each
+// row's super-block sb of `bytes` (K types), prefetching two ahead at sub-block j == 0.
+// store_panel_scales: block b's f32 scales of the 16 rows at o + 8 * 64 and, in the
+// kPackBlockBytesMin layout, the second f32 of each row after them (Q4_1 / Q4_K: the min;
+// Q6_K: the scale of values 16..31).
+void panel_rows(const uint8_t* w, size_t row_bytes, int nr, const uint8_t** rows);
+void super_block_rows(const uint8_t* const* rows, int64_t sb, size_t bytes, int j, const uint8_t** p);
+void store_panel_scales(DType t, const uint8_t* const* rows, int64_t b, uint8_t* o);
 // y[j * ldy + r] (r < nr, j < nx <= kPackedNx) = (first ? 0 : y[j * ldy + r]) accumulated over
 // the nblk packed blocks against X row j's blocks x[j * ldx + 0 .. nblk) (offset form, above).
 // xc: X row j's block corrections at xc[j * ldx + b] for the types with a min (the panel then

@@ -13,7 +13,6 @@
 #include <cstddef>
 #include <cstring>
 
-#include "common/half.h"
 #include "kernels/gemm_packed.h"
 #include "kernels/quant_blocks.h"
 
@@ -63,8 +62,7 @@ void pack_half(DType t, const uint8_t* const* p, uint8_t* o) {
   for (int r = 0; r < 8; ++r) std::memcpy(&qh[r], p[r] + 2, 4);
   const __m256i qhv = _mm256_load_si256(reinterpret_cast<const __m256i*>(qh));
   for (int k = 0; k < 8; ++k) {
-    // Bits 4k..4k+3 of qh are the high bits of values 4k..4k+3: spread to bit 0 of the four
-    // bytes by one multiply (shifted copies by 0, 7, 14, 21 do not overlap), then to bit 4.
+    // qh's bits 4k..4k+3 to bit 4 of values 4k..4k+3's bytes (the multiply: pack_panel_avx512).
     const __m256i bits = _mm256_and_si256(_mm256_srli_epi32(qhv, 4 * k), _mm256_set1_epi32(0xF));
     const __m256i spread = _mm256_and_si256(_mm256_mullo_epi32(bits, _mm256_set1_epi32(0x00204081)),
                                             _mm256_set1_epi32(0x01010101));
@@ -76,15 +74,11 @@ void pack_half(DType t, const uint8_t* const* p, uint8_t* o) {
 
 void pack_panel_q4_k(const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
   const uint8_t* rows[kPackRows];
-  for (int r = 0; r < kPackRows; ++r) rows[r] = w + std::min(r, nr - 1) * row_bytes;
+  panel_rows(w, row_bytes, nr, rows);
   for (int64_t b = b0; b < b1; ++b) {
-    const int64_t sb = b / 8;
     const int j = static_cast<int>(b % 8);
     const uint8_t* p[kPackRows];
-    for (int r = 0; r < kPackRows; ++r) p[r] = rows[r] + sb * sizeof(BlockQ4_K);
-    if (j == 0)
-      for (int r = 0; r < kPackRows; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(p[r]) + 2 * sizeof(BlockQ4_K), _MM_HINT_T0);
+    super_block_rows(rows, b / 8, sizeof(BlockQ4_K), j, p);
     uint8_t* o = out + (b - b0) * kPackBlockBytesMin;
     // Sub-blocks 2c and 2c + 1 are the low and high nibbles of the same 32 bytes.
     const size_t qs = offsetof(BlockQ4_K, qs) + 32 * static_cast<size_t>(j / 2);
@@ -100,15 +94,7 @@ void pack_panel_q4_k(const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int
         store256(o + 64 * (4 + k) + 32 * h, _mm256_and_si256(c, low4));
       }
     }
-    float* scales = reinterpret_cast<float*>(o + 8 * 64);
-    float* mins = reinterpret_cast<float*>(o + kPackBlockBytes);
-    for (int r = 0; r < kPackRows; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(p[r]);
-      uint8_t sc, m;
-      scale_min_q4_k(j, blk->scales, &sc, &m);
-      scales[r] = fp16_to_f32(blk->d) * sc;
-      mins[r] = -(fp16_to_f32(blk->dmin) * m);
-    }
+    store_panel_scales(DType::Q4_K, rows, b, o);
   }
 }
 
@@ -125,16 +111,12 @@ inline void pin(__m256i& v) {
 // the two 16-value halves (dequantize_q6_k).
 void pack_panel_q6_k(const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
   const uint8_t* rows[kPackRows];
-  for (int r = 0; r < kPackRows; ++r) rows[r] = w + std::min(r, nr - 1) * row_bytes;
+  panel_rows(w, row_bytes, nr, rows);
   const __m256i low4 = _mm256_set1_epi8(0xF), low2 = _mm256_set1_epi8(3), bias = _mm256_set1_epi8(32);
   for (int64_t b = b0; b < b1; ++b) {
-    const int64_t sb = b / 8;
     const int j = static_cast<int>(b % 8), n = j / 4, m = j % 4;
     const uint8_t* p[kPackRows];
-    for (int r = 0; r < kPackRows; ++r) p[r] = rows[r] + sb * sizeof(BlockQ6_K);
-    if (j == 0)
-      for (int r = 0; r < kPackRows; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(p[r]) + 2 * sizeof(BlockQ6_K), _MM_HINT_T0);
+    super_block_rows(rows, b / 8, sizeof(BlockQ6_K), j, p);
     uint8_t* o = out + (b - b0) * kPackBlockBytesMin;
     const size_t ql = offsetof(BlockQ6_K, ql) + 64 * static_cast<size_t>(n) + 32 * static_cast<size_t>(m % 2);
     const size_t qh = offsetof(BlockQ6_K, qh) + 32 * static_cast<size_t>(n);
@@ -150,14 +132,7 @@ void pack_panel_q6_k(const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int
           store256(o + 64 * (4 * part + k) + 32 * h, _mm256_sub_epi8(q, bias));
         }
       }
-    float* s0 = reinterpret_cast<float*>(o + 8 * 64);
-    float* s1 = reinterpret_cast<float*>(o + kPackBlockBytes);
-    for (int r = 0; r < kPackRows; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ6_K*>(p[r]);
-      const float d = fp16_to_f32(blk->d);
-      s0[r] = d * blk->scales[2 * j];
-      s1[r] = d * blk->scales[2 * j + 1];
-    }
+    store_panel_scales(DType::Q6_K, rows, b, o);
   }
 }
 
@@ -280,25 +255,17 @@ void pack_panel_avx2(DType t, const uint8_t* w, size_t row_bytes, int nr, int64_
   if (t == DType::Q4_K) return pack_panel_q4_k(w, row_bytes, nr, b0, b1, out);
   if (t == DType::Q6_K) return pack_panel_q6_k(w, row_bytes, nr, b0, b1, out);
   const size_t bb = dtype_row_bytes(t, kQK), out_bytes = packed_block_bytes(t);
-  const uint8_t* p[kPackRows];
-  for (int r = 0; r < kPackRows; ++r) p[r] = w + std::min(r, nr - 1) * row_bytes + b0 * bb;
+  const uint8_t* rows[kPackRows];
+  panel_rows(w, row_bytes, nr, rows);
   for (int64_t b = b0; b < b1; ++b) {
+    const uint8_t* p[kPackRows];
+    for (int r = 0; r < kPackRows; ++r) p[r] = rows[r] + b * bb;
     // 16 row streams are too many for the hardware prefetchers (see pack_panel_avx512).
     for (int r = 0; r < kPackRows; ++r) _mm_prefetch(reinterpret_cast<const char*>(p[r]) + 512, _MM_HINT_T0);
     uint8_t* o = out + (b - b0) * out_bytes;
     pack_half(t, p, o);
     pack_half(t, p + 8, o + 32);
-    float* scales = reinterpret_cast<float*>(o + 8 * 64);
-    for (int r = 0; r < kPackRows; ++r) {
-      uint16_t h;
-      std::memcpy(&h, p[r], 2);
-      scales[r] = fp16_to_f32(h);
-      if (t == DType::Q4_1) {
-        std::memcpy(&h, p[r] + 2, 2);
-        reinterpret_cast<float*>(o + kPackBlockBytes)[r] = fp16_to_f32(h);
-      }
-      p[r] += bb;
-    }
+    store_panel_scales(t, rows, b, o);
   }
 }
 

@@ -6,7 +6,6 @@
 #include <cstddef>
 #include <cstring>
 
-#include "common/half.h"
 #include "kernels/gemm_packed.h"
 #include "kernels/quant_blocks.h"
 
@@ -39,17 +38,12 @@ inline void gather_transpose(const uint8_t* const* p, size_t off, __m512i* t) {
 // serves both.
 void pack_panel_q4_k(const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int64_t b1, uint8_t* out) {
   const uint8_t* rows[kPackRows];
-  for (int r = 0; r < kPackRows; ++r) rows[r] = w + std::min(r, nr - 1) * row_bytes;
+  panel_rows(w, row_bytes, nr, rows);
   const __m512i low4 = _mm512_set1_epi8(0xF);
-  alignas(64) float scales[kPackRows], mins[kPackRows];
   for (int64_t b = b0; b < b1; ++b) {
-    const int64_t sb = b / 8;
     const int j = static_cast<int>(b % 8);
     const uint8_t* p[kPackRows];
-    for (int r = 0; r < kPackRows; ++r) p[r] = rows[r] + sb * sizeof(BlockQ4_K);
-    if (j == 0)
-      for (int r = 0; r < kPackRows; ++r)
-        _mm_prefetch(reinterpret_cast<const char*>(p[r]) + 2 * sizeof(BlockQ4_K), _MM_HINT_T0);
+    super_block_rows(rows, b / 8, sizeof(BlockQ4_K), j, p);
     uint8_t* o = out + (b - b0) * kPackBlockBytesMin;
     const size_t qs = offsetof(BlockQ4_K, qs) + 32 * static_cast<size_t>(j / 2);
     __m512i lo[4], hi[4];
@@ -61,15 +55,7 @@ void pack_panel_q4_k(const uint8_t* w, size_t row_bytes, int nr, int64_t b0, int
       _mm512_store_si512(o + 64 * k, _mm512_and_si512(a, low4));
       _mm512_store_si512(o + 64 * (4 + k), _mm512_and_si512(c, low4));
     }
-    for (int r = 0; r < kPackRows; ++r) {
-      const auto* blk = reinterpret_cast<const BlockQ4_K*>(p[r]);
-      uint8_t sc, m;
-      scale_min_q4_k(j, blk->scales, &sc, &m);
-      scales[r] = fp16_to_f32(blk->d) * sc;
-      mins[r] = -(fp16_to_f32(blk->dmin) * m);
-    }
-    _mm512_store_ps(o + 8 * 64, _mm512_load_ps(scales));
-    _mm512_store_ps(o + kPackBlockBytes, _mm512_load_ps(mins));
+    store_panel_scales(DType::Q4_K, rows, b, o);
   }
 }
 
