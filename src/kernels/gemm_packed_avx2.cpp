@@ -39,12 +39,11 @@ inline void gather_transpose8(const uint8_t* const* p, size_t off, __m256i* t) {
 inline void store256(uint8_t* o, __m256i v) { _mm256_store_si256(reinterpret_cast<__m256i*>(o), v); }
 
 // Chunks k and 4 + k of one half from the 16 nibble bytes tw[k] (values 0..15 low, 16..31 high).
-inline void store_nibbles(uint8_t* o, const __m256i* tw, bool high_first) {
+inline void store_nibbles(uint8_t* o, const __m256i* tw) {
   const __m256i low4 = _mm256_set1_epi8(0xF);
   for (int k = 0; k < 4; ++k) {
-    const __m256i lo = _mm256_and_si256(tw[k], low4), hi = _mm256_and_si256(_mm256_srli_epi16(tw[k], 4), low4);
-    store256(o + 64 * k, high_first ? hi : lo);
-    store256(o + 64 * (4 + k), high_first ? lo : hi);
+    store256(o + 64 * k, _mm256_and_si256(tw[k], low4));
+    store256(o + 64 * (4 + k), _mm256_and_si256(_mm256_srli_epi16(tw[k], 4), low4));
   }
 }
 
@@ -54,7 +53,7 @@ void pack_half(DType t, const uint8_t* const* p, uint8_t* o) {
   __m256i tw[4];
   if (t == DType::Q4_0 || t == DType::Q4_1) {
     gather_transpose8(p, t == DType::Q4_0 ? 2 : 4, tw);  // qs (after d, and Q4_1's m)
-    store_nibbles(o, tw, false);
+    store_nibbles(o, tw);
     return;
   }
   gather_transpose8(p, 6, tw);  // Q5_0: qs after d and qh
