@@ -61,10 +61,11 @@ nlohmann::json policy_json(const attn::Config& c) {
 nlohmann::json run_config_json(const RunOptions& opt, const Resources& res) {
   namespace fs = std::filesystem;
   std::error_code ec;
-  const fs::path model = fs::weakly_canonical(opt.model_path, ec);
   const auto bytes = fs::file_size(opt.model_path, ec);
+  // The file's name and size, not its path: a committed folder resumes wherever the model
+  // cache is.
   nlohmann::json fixed = {{"format", 1},
-                          {"model", ec ? opt.model_path : model.string()},
+                          {"model", fs::path(opt.model_path).filename().string()},
                           {"model_bytes", ec ? 0 : uint64_t(bytes)},
                           {"seed", opt.seed},
                           {"kv_type", opt.kv_type == DType::F16 ? "f16" : "bf16"},
@@ -93,7 +94,13 @@ void check_or_write_config(const std::string& dir, const nlohmann::json& cfg) {
     nlohmann::json settings = old["fixed"];  // every setting either run has
     settings.update(cfg["fixed"]);
     for (const auto& [k, unused] : settings.items()) {
-      auto shown = [&](const nlohmann::json& f) { return f.contains(k) ? f[k].dump() : std::string("absent"); };
+      auto shown = [&](const nlohmann::json& f) {
+        if (!f.contains(k)) return std::string("absent");
+        // Folders written before the name alone was recorded hold the model's full path.
+        if (k == "model" && f[k].is_string())
+          return nlohmann::json(std::filesystem::path(f[k].get<std::string>()).filename().string()).dump();
+        return f[k].dump();
+      };
       check(shown(old["fixed"]) == shown(cfg["fixed"]), "out_dir " + dir + " holds results of another run: " + k +
                                                             " was " + shown(old["fixed"]) + ", now " +
                                                             shown(cfg["fixed"]) + "; use another out_dir (or the same options)");

@@ -221,6 +221,41 @@ TEST_F(RunFixture, RefusesAnotherRunsDirectory) {
   EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
 }
 
+TEST_F(RunFixture, ModelIsItsFileNameAndSizeNotItsPath) {
+  // A committed folder resumes from another model cache; another file (name or size) is
+  // another run; a folder that recorded the full path (older runs) still resumes.
+  namespace fs = std::filesystem;
+  auto write_model = [&](const std::string& sub, const std::string& name, const std::string& bytes) {
+    fs::create_directories(dir.file(sub));
+    const std::string path = dir.file(sub) + "/" + name;
+    std::ofstream(path, std::ios::binary) << bytes;
+    return path;
+  };
+  opt.tasks = {"vt"};
+  opt.samples = 1;
+  opt.policies = parse_policy_list("dense", attn::Config{});
+  opt.model_path = write_model("cache_a", "m.gguf", "0123456789");
+  run_ruler(*model, test::ruler_resources(), opt);
+  const std::string path = opt.out_dir + "/config.json";
+  EXPECT_EQ(nlohmann::json::parse(slurp(path))["fixed"]["model"], "m.gguf");
+  RunOptions other = opt;
+  other.model_path = write_model("cache_b", "m.gguf", "0123456789");
+  EXPECT_EQ(run_ruler(*model, test::ruler_resources(), other).records_skipped, 1);
+  other.model_path = write_model("cache_c", "m.gguf", "01234567890");
+  EXPECT_THROW(run_ruler(*model, test::ruler_resources(), other), Error);
+  other.model_path = write_model("cache_d", "n.gguf", "0123456789");
+  try {
+    run_ruler(*model, test::ruler_resources(), other);
+    FAIL() << "no error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("model was \"m.gguf\", now \"n.gguf\""), std::string::npos) << e.what();
+  }
+  nlohmann::json cfg = nlohmann::json::parse(slurp(path));
+  cfg["fixed"]["model"] = "/some/old/cache/m.gguf";
+  std::ofstream(path, std::ios::trunc) << cfg.dump(2);
+  EXPECT_EQ(run_ruler(*model, test::ruler_resources(), opt).records_skipped, 1);
+}
+
 TEST_F(RunFixture, AnotherEpsOrDeltaIsAnotherRun) {
   // The label is the entry as written; eps and delta from --eps / --delta (the base config) are
   // not in it, so the run config must hold them or two runs would mix their records.
