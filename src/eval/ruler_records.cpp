@@ -91,16 +91,14 @@ void check_or_write_config(const std::string& dir, const nlohmann::json& cfg) {
       throw Error(path + " is not valid JSON (" + e.what() + "); use another out_dir");
     }
     check(old.contains("fixed") && old.contains("policies"), path + " is not a RULER run config");
-    nlohmann::json settings = old["fixed"];  // every setting either run has
+    // Folders written before the name alone was recorded hold the model's full path.
+    nlohmann::json& old_fixed = old["fixed"];
+    if (old_fixed.contains("model") && old_fixed["model"].is_string())
+      old_fixed["model"] = std::filesystem::path(old_fixed["model"].get<std::string>()).filename().string();
+    nlohmann::json settings = old_fixed;  // every setting either run has
     settings.update(cfg["fixed"]);
     for (const auto& [k, unused] : settings.items()) {
-      auto shown = [&](const nlohmann::json& f) {
-        if (!f.contains(k)) return std::string("absent");
-        // Folders written before the name alone was recorded hold the model's full path.
-        if (k == "model" && f[k].is_string())
-          return nlohmann::json(std::filesystem::path(f[k].get<std::string>()).filename().string()).dump();
-        return f[k].dump();
-      };
+      auto shown = [&](const nlohmann::json& f) { return f.contains(k) ? f[k].dump() : std::string("absent"); };
       check(shown(old["fixed"]) == shown(cfg["fixed"]), "out_dir " + dir + " holds results of another run: " + k +
                                                             " was " + shown(old["fixed"]) + ", now " +
                                                             shown(cfg["fixed"]) + "; use another out_dir (or the same options)");
