@@ -2,7 +2,9 @@
 # The device check of the GPU work: what a lent GPU machine (the device tool) measures in one
 # run of at most ~8 minutes. Results go to $OUT (default /tmp/gpu_check).
 #
-#   scripts/gpu_bundle.sh BUILD_DIR             # here: pack binaries + libraries into .device/
+#   cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DMAGICPIG_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90
+#   cmake --build build-gpu -j --target magicpig test_backends test_kernels test_attention bench_attention
+#   scripts/gpu_bundle.sh build-gpu             # here: pack binaries + libraries into .device/
 #   device run (carry .device): scripts/gpu_check.sh .device
 #   scripts/gpu_check.sh                        # or build with CUDA on the machine itself
 #
