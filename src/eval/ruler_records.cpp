@@ -99,8 +99,8 @@ void check_or_write_config(const std::string& dir, const nlohmann::json& cfg) {
     settings.update(cfg["fixed"]);
     for (const auto& [k, unused] : settings.items()) {
       auto shown = [&](const nlohmann::json& f) { return f.contains(k) ? f[k].dump() : std::string("absent"); };
-      check(shown(old["fixed"]) == shown(cfg["fixed"]), "out_dir " + dir + " holds results of another run: " + k +
-                                                            " was " + shown(old["fixed"]) + ", now " +
+      check(shown(old_fixed) == shown(cfg["fixed"]), "out_dir " + dir + " holds results of another run: " + k +
+                                                            " was " + shown(old_fixed) + ", now " +
                                                             shown(cfg["fixed"]) + "; use another out_dir (or the same options)");
     }
     merged["policies"] = old["policies"];
